@@ -1,0 +1,1 @@
+"""DAPO: Decoupled Clip and Dynamic sAmpling Policy Optimization, on one process or on Ray."""
