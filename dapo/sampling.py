@@ -1,0 +1,159 @@
+"""Dynamic sampling: keep only groups with a reward signal, across generation rounds.
+
+DAPO's constraint 0 < |{o_i : correct}| < G (paper eq. 8, §3.2; dapo-reference.md §4): a group whose
+samples all score the same has zero advantage everywhere and contributes no gradient, so it is dropped
+and more prompts are generated until the train batch is full.
+
+The trainer's loop, with ``filler = GroupBatchFiller(train_batch_size, G, max_num_gen_batches)``::
+
+    while filler.may_generate_more:          # False once done or once the round limit is hit
+        samples = generate_and_score(next_gen_batch)          # gen_batch_size · G records
+        keep = keep_groups(metric_values, G)                  # dynamic sampling OFF: [True] * n_groups
+        filler.add(samples, keep, acc=[s.acc for s in samples])
+    batch = filler.batch()                                    # exactly train_batch_size · G records,
+    metrics.update(filler.metrics())                          # or fewer when the round limit was hit
+
+The filler is generic over the per-sample records (any Python objects); it never looks inside them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Generic, TypeVar
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+FILTER_METRICS = ("acc", "score", "seq_reward")
+"""What dynamic sampling filters on: correctness before the length penalty (default, the reference's
+``acc``), the correctness score, or the sequence reward after the overlong penalty."""
+
+T = TypeVar("T")
+
+
+def keep_groups(values: torch.Tensor | Sequence[float], group_size: int) -> torch.Tensor:
+    """Which groups carry a reward signal: True where the group's values are not all equal (std > 0).
+
+    values: (B,) the filter metric per sample, B = num_groups · G, groups contiguous (bools allowed).
+    Returns (num_groups,) bool. Equality is tested exactly rather than with a float std, which can be a
+    tiny positive number for equal values; a group of size 1 is never kept.
+    """
+    values = torch.as_tensor(values)
+    if values.dim() != 1 or group_size < 1 or values.numel() % group_size != 0:
+        raise ValueError(
+            f"values must be 1-D with a length divisible by group_size={group_size}, "
+            f"got shape {tuple(values.shape)}"
+        )
+    grouped = values.view(-1, group_size)  # (N, G)
+    return (grouped != grouped[:, :1]).any(dim=-1)  # (N,)
+
+
+class GroupBatchFiller(Generic[T]):
+    """Accumulates kept groups across generation rounds until ``train_batch_size`` groups are kept.
+
+    Args:
+        train_batch_size: prompts (groups) per training step.
+        group_size: G, samples per prompt; records arrive as contiguous groups of G.
+        max_num_gen_batches: at most this many generation rounds per step; <= 0 means unlimited.
+            When the limit is hit with fewer groups than wanted, the step trains on what it has and a
+            warning is logged (the reference raises instead).
+    """
+
+    def __init__(self, train_batch_size: int, group_size: int, max_num_gen_batches: int = 0) -> None:
+        if train_batch_size < 1:
+            raise ValueError(f"train_batch_size must be >= 1, got {train_batch_size}")
+        if group_size < 1:
+            raise ValueError(f"group_size must be >= 1, got {group_size}")
+        self.train_batch_size = train_batch_size
+        self.group_size = group_size
+        self.max_num_gen_batches = max_num_gen_batches
+        self._groups: list[list[T]] = []  # kept groups, in arrival order
+        self._num_rounds = 0
+        self._num_generated = 0  # groups generated
+        self._num_all_correct = 0
+        self._num_all_wrong = 0
+
+    def add(self, samples: Sequence[T], keep: Sequence[bool], *, acc: Sequence[bool]) -> None:
+        """Record one generation round.
+
+        Args:
+            samples: num_groups · G records, the G samples of a prompt contiguous.
+            keep: (num_groups,) whether to keep each group (``keep_groups(...)``, or all True when
+                dynamic sampling is off). A bool tensor is fine.
+            acc: (num_groups · G,) correctness of each sample, for the all-correct / all-wrong stats.
+        """
+        keep = [bool(k) for k in keep]
+        acc = [bool(a) for a in acc]
+        num_groups = len(keep)
+        if len(samples) != num_groups * self.group_size:
+            raise ValueError(f"got {len(samples)} samples for {num_groups} groups of {self.group_size}")
+        if len(acc) != len(samples):
+            raise ValueError(f"got {len(acc)} acc values for {len(samples)} samples")
+        G = self.group_size
+        for g in range(num_groups):
+            group_acc = acc[g * G : (g + 1) * G]
+            self._num_all_correct += all(group_acc)
+            self._num_all_wrong += not any(group_acc)
+            if keep[g]:
+                self._groups.append(list(samples[g * G : (g + 1) * G]))
+        self._num_rounds += 1
+        self._num_generated += num_groups
+
+    @property
+    def num_kept(self) -> int:
+        """Groups kept so far (before truncation to ``train_batch_size``)."""
+        return len(self._groups)
+
+    @property
+    def done(self) -> bool:
+        """True once at least ``train_batch_size`` groups are kept."""
+        return self.num_kept >= self.train_batch_size
+
+    @property
+    def limit_hit(self) -> bool:
+        """True when the round limit is reached with fewer than ``train_batch_size`` groups kept."""
+        limited = self.max_num_gen_batches > 0 and self._num_rounds >= self.max_num_gen_batches
+        return limited and not self.done
+
+    @property
+    def may_generate_more(self) -> bool:
+        """True while another round is both needed (not done) and allowed (round limit not hit)."""
+        return not self.done and not self.limit_hit
+
+    def batch(self) -> list[T]:
+        """The training batch: the first ``train_batch_size`` kept groups, flattened, groups contiguous.
+
+        The surplus of the last round is discarded at a group boundary. When the round limit was hit,
+        returns all kept groups (possibly none) and logs a warning. Raises RuntimeError when called
+        while more rounds are still needed and allowed.
+        """
+        if self.may_generate_more:
+            raise RuntimeError(
+                f"batch() called with {self.num_kept}/{self.train_batch_size} groups kept "
+                f"after {self._num_rounds} rounds; keep generating while may_generate_more"
+            )
+        if self.limit_hit:
+            logger.warning(
+                "dynamic sampling hit max_num_gen_batches=%d with %d of %d groups kept; "
+                "training this step on the %d groups it has",
+                self.max_num_gen_batches,
+                self.num_kept,
+                self.train_batch_size,
+                self.num_kept,
+            )
+        groups = self._groups[: self.train_batch_size]
+        return [sample for group in groups for sample in group]
+
+    def metrics(self) -> dict[str, float]:
+        """Per-step stats (dapo-reference.md §4, §10); fractions are over all generated groups."""
+        generated = max(self._num_generated, 1)
+        return {
+            "train/num_gen_batches": float(self._num_rounds),
+            "train/num_prompts_generated": float(self._num_generated),
+            "train/num_prompts_kept": float(self.num_kept),
+            "train/frac_all_correct": self._num_all_correct / generated,
+            "train/frac_all_wrong": self._num_all_wrong / generated,
+            "train/gen_limit_hit": float(self.limit_hit),
+        }
