@@ -1,0 +1,246 @@
+"""The policy actor: one model, its rollout engine, its optimiser, and the update of paper eq. 8.
+
+The same class runs in the trainer's own process (local backend) and inside Ray actors (ray backend,
+where ``world_size`` > 1 wraps the model in DistributedDataParallel). The controller hands it plain
+Python data (lists of token ids, floats), so a call is cheap to pickle to a Ray actor.
+
+Exact global token mean: the controller computes, for each mini-batch, the valid-token and sequence
+counts of the WHOLE mini-batch (over every micro-batch and every data-parallel worker) and passes them
+in; each micro-batch loss is divided by those totals, so the accumulated gradient equals the gradient of
+the mini-batch's global mean whatever the split. DDP averages gradients over workers, so each worker
+scales its loss by ``world_size``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dapo.config import RunConfig
+from dapo.loss import policy_loss
+from dapo.modeling import eos_token_ids, load_policy, pack, resolve_device, response_logprobs
+from dapo.rollout import create_engine
+from dapo.rollout.base import Completion, SamplingParams
+
+
+@dataclass
+class UpdateBatch:
+    """One rollout step's training data for this worker (its shard of every mini-batch)."""
+
+    prompts: list[list[int]]
+    responses: list[list[int]]
+    advantages: list[float]
+    old_logprobs: list[list[float]]
+    loss_mask: list[bool]
+    """False drops the whole sequence from the loss (overlong filtering)."""
+    minibatch: list[int]
+    """Mini-batch index of each row; rows of one mini-batch are contiguous."""
+    minibatch_tokens: dict[int, int]
+    """Valid tokens of each whole mini-batch (all workers)."""
+    minibatch_seqs: dict[int, int]
+    """Sequences of each whole mini-batch (all workers), for the seq-mean modes."""
+    ratio_rows: list[int] = field(default_factory=list)
+    """Rows whose per-token importance ratio to return (token view)."""
+
+
+class PolicyActor:
+    """Holds the policy, its rollout engine and optimiser; generates, scores log-probs and updates."""
+
+    def __init__(self, config: RunConfig, *, rank: int = 0, world_size: int = 1) -> None:
+        self.config = config
+        self.rank, self.world_size = rank, world_size
+        if config.execution.torch_threads:
+            torch.set_num_threads(config.execution.torch_threads)
+        torch.manual_seed(config.seed + rank)
+        self.device = resolve_device(config.model.device)
+        self.model, self.tokenizer = load_policy(config.model, self.device)
+        self.pad_id = int(self.tokenizer.pad_token_id)
+        self.eos_ids = eos_token_ids(self.model, self.tokenizer)
+        self.engine = create_engine(
+            config.rollout.engine,
+            model_path=config.model.path,
+            model=self.model if config.rollout.engine != "vllm" else None,
+            eos_token_ids=self.eos_ids,
+            pad_token_id=self.pad_id,
+            device=str(self.device),
+            dtype=config.model.dtype,
+            seed=config.seed + rank,
+            **_engine_options(config),
+        )
+        self.train_module: torch.nn.Module = self.model
+        if world_size > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.train_module = DistributedDataParallel(self.model)
+        o = config.optim
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay
+        )
+
+    # ---- rollout ------------------------------------------------------------------------------
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        self.model.eval()
+        return self.engine.generate(prompts, params)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def token_strings(self, ids: list[int]) -> list[str]:
+        return [self.tokenizer.decode([i]) for i in ids]
+
+    # ---- log-probs ----------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def compute_logprobs(
+        self, prompts: list[list[int]], responses: list[list[int]]
+    ) -> tuple[list[list[float]], list[list[float]]]:
+        """Old-policy log-probs and entropies of each response token, in micro-batches."""
+        self.model.eval()
+        logps, ents = [], []
+        step = self.config.optim.micro_batch_size
+        for start in range(0, len(prompts), step):
+            batch = pack(
+                prompts[start : start + step], responses[start : start + step], self.pad_id, self.device
+            )
+            logp, ent = response_logprobs(
+                self.model, batch, temperature=self.config.rollout.temperature, with_entropy=True
+            )
+            assert ent is not None
+            for i, r in enumerate(responses[start : start + step]):
+                logps.append(logp[i, : len(r)].tolist())
+                ents.append(ent[i, : len(r)].tolist())
+        return logps, ents
+
+    # ---- update -------------------------------------------------------------------------------
+
+    def set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def update(self, batch: UpdateBatch) -> tuple[dict[str, float], dict[int, list[float]]]:
+        """``epochs`` passes over the batch, one optimiser step per mini-batch (paper eq. 8).
+
+        Returns (metrics averaged over optimiser steps, {row: per-token ratio at its first update}).
+        """
+        self.model.train()
+        sums: dict[str, float] = defaultdict(float)
+        counts: dict[str, int] = defaultdict(int)
+        ratios: dict[int, list[float]] = {}
+        for _ in range(self.config.optim.epochs):
+            for mb in sorted(set(batch.minibatch)):
+                rows = [i for i, m in enumerate(batch.minibatch) if m == mb]
+                metrics = self._minibatch_step(batch, mb, rows, ratios)
+                for k, v in metrics.items():
+                    sums[k] += v
+                    counts[k] += 1
+        return {k: sums[k] / counts[k] for k in sums}, ratios
+
+    def _minibatch_step(
+        self, batch: UpdateBatch, mb: int, rows: list[int], ratios: dict[int, list[float]]
+    ) -> dict[str, float]:
+        a, step = self.config.algorithm, self.config.optim.micro_batch_size
+        self.optimizer.zero_grad(set_to_none=True)
+        metrics: dict[str, float] = defaultdict(float)
+        total_tokens = max(batch.minibatch_tokens[mb], 1)
+        for start in range(0, len(rows), step):
+            idx = rows[start : start + step]
+            packed = pack(
+                [batch.prompts[i] for i in idx], [batch.responses[i] for i in idx], self.pad_id, self.device
+            )
+            logp, entropy = response_logprobs(
+                self.train_module, packed, temperature=self.config.rollout.temperature, with_entropy=True
+            )
+            mask = packed.response_mask * torch.tensor(
+                [float(batch.loss_mask[i]) for i in idx], device=self.device
+            ).unsqueeze(-1)  # (b, T)
+            old = _pad_rows([batch.old_logprobs[i] for i in idx], logp.shape[1], self.device)  # (b, T)
+            adv = torch.tensor([batch.advantages[i] for i in idx], device=self.device)  # (b,)
+            loss, m = policy_loss(
+                logp,
+                old,
+                adv,
+                mask,
+                clip_low=a.clip_low,
+                clip_high=a.clip_high,
+                clip_c=a.clip_c,
+                agg=a.loss_agg_mode,
+                num_tokens=batch.minibatch_tokens[mb],
+                num_seqs=batch.minibatch_seqs[mb],
+                max_len=self.config.rollout.max_response_length,
+            )
+            (loss * self.world_size).backward()
+            # Metrics of the micro-batch weighted by its share of the mini-batch's tokens.
+            share = float(mask.sum().item()) / total_tokens
+            assert entropy is not None
+            m["actor/entropy"] = float((entropy.detach() * mask).sum().item()) / max(float(mask.sum()), 1.0)
+            m["actor/pg_loss"] = float(loss.item())
+            for k, v in m.items():
+                metrics[k] += v if k == "actor/pg_loss" else v * share
+            self._record_ratios(batch, idx, logp.detach(), old, ratios)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
+        if math.isfinite(float(grad_norm)):
+            self.optimizer.step()
+        else:  # a non-finite gradient would corrupt the weights: skip this optimiser step (as verl does)
+            self.optimizer.zero_grad(set_to_none=True)
+        metrics["actor/grad_norm"] = float(grad_norm)
+        metrics["actor/lr"] = self.optimizer.param_groups[0]["lr"]
+        return metrics
+
+    def _record_ratios(self, batch: UpdateBatch, idx: list[int], logp, old, ratios) -> None:
+        for j, i in enumerate(idx):
+            if i in batch.ratio_rows and i not in ratios:
+                n = len(batch.responses[i])
+                ratios[i] = torch.exp(torch.clamp(logp[j, :n] - old[j, :n], -20, 20)).tolist()
+
+    # ---- state --------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        if "optimizer" in state:
+            self.optimizer.load_state_dict(state["optimizer"])
+        self.engine.update_weights(self.model.state_dict())
+
+    def after_update(self) -> None:
+        """Hand the new weights to the rollout engine (a no-op when it shares the model)."""
+        self.engine.update_weights(self.model.state_dict())
+
+    def save_pretrained(self, path: str | Path) -> None:
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+
+    def memory_stats(self) -> dict[str, float]:
+        stats = {"perf/max_memory_allocated_gb": 0.0}
+        if self.device.type == "cuda":
+            stats["perf/max_memory_allocated_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
+        return stats
+
+    def ping(self) -> float:
+        return time.time()
+
+
+def _pad_rows(rows: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
+    out = torch.zeros(len(rows), width, device=device)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r, device=device)
+    return out
+
+
+def _engine_options(config: RunConfig) -> dict[str, Any]:
+    r = config.rollout
+    if r.engine == "vllm":
+        return {
+            "tensor_parallel_size": r.tensor_parallel_size,
+            "gpu_memory_utilization": r.gpu_memory_utilization,
+            "enforce_eager": r.enforce_eager,
+        }
+    return {"max_batch_size": r.max_batch_size} if r.max_batch_size else {}

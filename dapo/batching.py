@@ -1,0 +1,185 @@
+"""Per-sample bookkeeping of a rollout step: rewards, the update batch and the step's metrics.
+
+A ``Rollout`` is one sampled response with everything the step learns about it. The G rollouts of a
+prompt are contiguous (the group invariant): group statistics are a view of G consecutive items.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dapo.actor import UpdateBatch
+from dapo.config import RunConfig
+from dapo.data import Problem
+from dapo.report import SampleRecord
+from dapo.reward import get_reward_fn, overlong_penalty
+from dapo.rollout.base import Completion
+
+
+@dataclass
+class Rollout:
+    step: int
+    group: int
+    sample_index: int
+    problem: Problem
+    prompt_ids: list[int]
+    response_ids: list[int]
+    sampling_logprobs: list[float]
+    truncated: bool
+    response: str
+    pred: str
+    score: float
+    acc: bool
+    overlong_penalty: float
+    reward: float
+    split: str = "train"
+    advantage: float = 0.0
+    kept: bool = False
+    old_logprobs: list[float] | None = None
+    entropy: list[float] | None = None
+    token_ratio: list[float] | None = None
+    with_tokens: bool = False
+
+    def record(self, tokenizer: Any) -> SampleRecord:
+        tokens = None
+        if self.with_tokens:
+            tokens = [tokenizer.decode([i]) for i in self.response_ids]
+        return SampleRecord(
+            step=self.step,
+            split=self.split,
+            group=self.group,
+            sample_index=self.sample_index,  # type: ignore[arg-type]
+            problem_index=self.problem.index,
+            prompt=self.problem.prompt_text,
+            response=self.response,
+            ground_truth=self.problem.ground_truth,
+            pred=self.pred,
+            score=self.score,
+            acc=self.acc,
+            overlong_penalty=self.overlong_penalty,
+            reward=self.reward,
+            advantage=self.advantage,
+            length=len(self.response_ids),
+            truncated=self.truncated,
+            kept=self.kept,
+            tokens=tokens,
+            token_logprobs=self.sampling_logprobs if self.with_tokens else None,
+            token_entropy=self.entropy if self.with_tokens else None,
+            token_ratio=self.token_ratio if self.with_tokens else None,
+        )
+
+
+def make_rollouts(
+    scorer: Any,
+    tokenizer: Any,
+    problems: list[Problem],
+    prompts: list[list[int]],
+    completions: list[Completion],
+    config: RunConfig,
+    *,
+    step: int,
+    first_group: int,
+    split: str = "train",
+) -> list[Rollout]:
+    """Score completions (n per problem, contiguous) and apply the soft overlong punishment (eq. 13).
+
+    ``scorer.score(responses, ground_truths, reward_fn)`` returns one reward result per response
+    (in this process or as Ray tasks, by backend).
+    """
+    n = len(completions) // max(len(problems), 1)
+    texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in completions]
+    truths = [problems[i // n].ground_truth for i in range(len(completions))]
+    results = scorer.score(texts, truths, config.data.reward_fn)
+    a, r = config.algorithm, config.rollout
+    out = []
+    for i, (comp, text, res) in enumerate(zip(completions, texts, results, strict=True)):
+        penalty = 0.0
+        if a.overlong_buffer and split == "train":
+            penalty = overlong_penalty(
+                len(comp.token_ids), r.max_response_length, a.overlong_buffer_len, a.overlong_penalty_factor
+            )
+        out.append(
+            Rollout(
+                step=step,
+                group=first_group + i // n,
+                sample_index=first_group * n + i,
+                problem=problems[i // n],
+                prompt_ids=list(prompts[i // n]),
+                response_ids=list(comp.token_ids),
+                sampling_logprobs=list(comp.logprobs),
+                truncated=comp.finish_reason == "length",
+                response=text,
+                pred=res.pred,
+                score=float(res.score),
+                acc=bool(res.acc),
+                overlong_penalty=penalty,
+                reward=float(res.score) + penalty,
+                split=split,
+            )
+        )
+    return out
+
+
+def score_locally(responses: list[str], ground_truths: list[str], reward_fn: str) -> list[Any]:
+    fn = get_reward_fn(reward_fn)
+    return [fn(text, truth) for text, truth in zip(responses, ground_truths, strict=True)]
+
+
+def build_update_batch(batch: list[Rollout], config: RunConfig, *, token_rows: int) -> UpdateBatch:
+    """The update's inputs, with each mini-batch's global token and sequence counts (exact token mean).
+
+    Overlong filtering (paper §3.4) zeroes the loss mask of truncated samples.
+    """
+    G = config.rollout.n
+    per_mb = config.optim.mini_batch_size * G
+    loss_mask = [not (config.algorithm.overlong_filtering and r.truncated) for r in batch]
+    minibatch = [i // per_mb for i in range(len(batch))]
+    tokens: dict[int, int] = {}
+    seqs: dict[int, int] = {}
+    for r, m, keep in zip(batch, minibatch, loss_mask, strict=True):
+        tokens[m] = tokens.get(m, 0) + (len(r.response_ids) if keep else 0)
+        seqs[m] = seqs.get(m, 0) + int(keep)
+    for i, r in enumerate(batch):
+        r.with_tokens = i < token_rows
+    return UpdateBatch(
+        prompts=[r.prompt_ids for r in batch],
+        responses=[r.response_ids for r in batch],
+        advantages=[r.advantage for r in batch],
+        old_logprobs=[r.old_logprobs or [] for r in batch],
+        loss_mask=loss_mask,
+        minibatch=minibatch,
+        minibatch_tokens=tokens,
+        minibatch_seqs=seqs,
+        ratio_rows=list(range(min(token_rows, len(batch)))),
+    )
+
+
+def stats(prefix: str, values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    return {
+        f"{prefix}/mean": sum(values) / len(values),
+        f"{prefix}/max": max(values),
+        f"{prefix}/min": min(values),
+    }
+
+
+def step_metrics(rollouts: list[Rollout], batch: list[Rollout], config: RunConfig) -> dict[str, float]:
+    """Reference §10 metrics of the trained batch, plus accuracy over every generated sample."""
+    m: dict[str, float] = {}
+    m.update(stats("critic/score", [r.reward for r in batch]))
+    m.update(stats("critic/rewards", [r.reward for r in batch]))
+    m.update(stats("critic/advantages", [r.advantage for r in batch]))
+    lengths = [float(len(r.response_ids)) for r in batch]
+    m.update(stats("response_length", lengths))
+    if batch:
+        m["response_length/clip_ratio"] = sum(r.truncated for r in batch) / len(batch)
+    m.update(stats("prompt_length", [float(len(r.prompt_ids)) for r in batch]))
+    if rollouts:
+        m["train/acc/mean"] = sum(r.acc for r in rollouts) / len(rollouts)
+        m["train/overlong_penalty/mean"] = sum(r.overlong_penalty for r in rollouts) / len(rollouts)
+        m["train/response_length/mean"] = sum(len(r.response_ids) for r in rollouts) / len(rollouts)
+        m["train/truncated_frac"] = sum(r.truncated for r in rollouts) / len(rollouts)
+    m["train/num_samples_trained"] = float(len(batch))
+    return m
