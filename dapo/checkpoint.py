@@ -30,6 +30,7 @@ def check_writable(run_dir: Path) -> None:
     """Fail at start-up, not after an hour of training, when the run directory is not writable."""
     probe = run_dir / ".write-probe"
     try:
+        run_dir.mkdir(parents=True, exist_ok=True)
         probe.write_text("ok", encoding="ascii")
         probe.unlink()
     except OSError as e:

@@ -89,8 +89,15 @@ class DataConfig:
     """Shuffle the training problems each epoch (seeded)."""
 
     def __post_init__(self) -> None:
+        from dapo.reward import REWARD_FUNCTIONS  # torch-free
+
         c = _Checks()
         c.require(bool(self.train_path.strip()), "train_path", "must name a dataset file")
+        c.require(
+            self.reward_fn in REWARD_FUNCTIONS,
+            "reward_fn",
+            f"unknown reward function {self.reward_fn!r}; valid: {', '.join(REWARD_FUNCTIONS)}",
+        )
         c.require(1 <= self.max_prompt_length <= 1_000_000, "max_prompt_length", "must be in [1, 1000000]")
         c.require(1 <= self.train_batch_size <= 1_000_000, "train_batch_size", "must be in [1, 1000000]")
         c.require(1 <= self.gen_batch_size <= 1_000_000, "gen_batch_size", "must be in [1, 1000000]")
@@ -99,7 +106,7 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    engine: str = "hf"
+    engine: Literal["hf", "cpu", "vllm"] = "hf"
     """Rollout engine by name: hf (torch/transformers with a KV cache, CPU or GPU) or vllm (GPU)."""
     n: int = 8
     """Samples per prompt, the group size G (paper 16). verl rollout.n; TRL num_generations."""
@@ -149,7 +156,7 @@ class AlgorithmConfig:
     ] = "token-mean"
     """Loss aggregation: token-mean (DAPO token-level loss), seq-mean-token-mean (GRPO), seq-mean-token-sum,
     seq-mean-token-sum-norm (Dr. GRPO)."""
-    advantage_estimator: str = "grpo"
+    advantage_estimator: Literal["grpo"] = "grpo"
     """Advantage estimator by name (dapo.advantage registry): grpo = group-normalised outcome reward."""
     norm_adv_by_std: bool = True
     """Divide group advantages by the group's std (GRPO/DAPO); off gives Dr. GRPO's score − mean."""

@@ -63,7 +63,6 @@ class Trainer:
 
     def _setup(self) -> None:
         c = self.config
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         ckpt.check_writable(self.out_dir)
         self.backend = self._backend or make_backend(c)
         self.tokenizer = self.backend.tokenizer
