@@ -1,0 +1,338 @@
+// The live page of a run: health panel, charts of every metric by namespace, newest samples.
+// Data arrives embedded (json_script), then over /ws/runs/<id>/: a snapshot of what the page lacks,
+// live step events after. On a dropped connection it reconnects with ?after=<last step> and catches up.
+// Model output is only ever set with textContent: it is never parsed as HTML.
+(() => {
+  "use strict";
+
+  const initial = JSON.parse(document.getElementById("run-data").textContent);
+  const config = JSON.parse(document.getElementById("run-config").textContent);
+  const runId = initial.run.id;
+  const $ = (id) => document.getElementById(id);
+
+  const series = new Map(); // metric name -> {steps: [], values: []}
+  const bindings = new Map(); // metric name -> [{chart, trace}]
+  const charts = []; // {el, spec, plotted, traces: [{label, match, name}]}
+  let lastStep = -1;
+  let run = initial.run;
+  let runReceivedAt = Date.now();
+  window.__dapoReceived = {}; // step -> receive time in ms (read by bench/ws_latency.py)
+
+  const VAL_ACC = (n) => /^val\/acc\/mean@/.test(n);
+  const HEALTH = [
+    { title: "Reward", traces: [["critic/score/mean", "train reward"]] },
+    { title: "Accuracy", traces: [["train/acc/mean", "train acc"], [VAL_ACC, "val acc (mean@k)"]] },
+    { title: "Entropy", traces: [["actor/entropy", "entropy"]] },
+    { title: "Response length", traces: [["response_length/mean", "mean length"]] },
+    { title: "Clip ratio (truncated)", traces: [["response_length/clip_ratio", "clip ratio"]] },
+    { title: "PG clip fractions", traces: [["actor/pg_clipfrac", "high (1+ε_high)"], ["actor/pg_clipfrac_lower", "low (dual clip)"]] },
+    { title: "Prompts per step", traces: [["train/num_prompts_kept", "kept"], ["train/num_prompts_generated", "generated"]] },
+    { title: "Groups all-correct / all-wrong", traces: [["train/frac_all_correct", "all correct"], ["train/frac_all_wrong", "all wrong"]] },
+  ];
+  const TILES = [
+    ["Train acc", "train/acc/mean", 3], ["Reward", "critic/score/mean", 3], ["Val acc", VAL_ACC, 3],
+    ["Entropy", "actor/entropy", 3], ["Resp. length", "response_length/mean", 1],
+    ["Clip ratio", "response_length/clip_ratio", 3], ["pg_clipfrac", "actor/pg_clipfrac", 4],
+    ["pg_clipfrac_lower", "actor/pg_clipfrac_lower", 4], ["Kept / generated", null, 0],
+    ["All-correct / all-wrong", null, 0],
+  ];
+  const NS_ORDER = ["actor", "critic", "response_length", "prompt_length", "timing_s", "perf", "train", "val"];
+  const COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2"];
+
+  // ---- series ----------------------------------------------------------------------------------
+
+  function lastOf(name) {
+    const s = series.get(name);
+    return s && s.steps.length ? s.steps[s.steps.length - 1] : -Infinity;
+  }
+  function latest(match) {
+    if (typeof match === "string") {
+      const s = series.get(match);
+      return s && s.values.length ? s.values[s.values.length - 1] : null;
+    }
+    for (const name of series.keys()) if (match(name)) return latest(name);
+    return null;
+  }
+  // Append points newer than what we have; returns {name: {steps, values}} of what was appended.
+  function merge(metrics) {
+    const added = {};
+    for (const [name, pts] of Object.entries(metrics)) {
+      if (!series.has(name)) series.set(name, { steps: [], values: [] });
+      const s = series.get(name);
+      const from = lastOf(name);
+      const steps = [], values = [];
+      pts.steps.forEach((step, i) => { if (step > from) { steps.push(step); values.push(pts.values[i]); } });
+      if (!steps.length) continue;
+      s.steps.push(...steps); s.values.push(...values);
+      added[name] = { steps, values };
+      lastStep = Math.max(lastStep, steps[steps.length - 1]);
+    }
+    return added;
+  }
+
+  // ---- charts ----------------------------------------------------------------------------------
+
+  const LAYOUT = {
+    margin: { l: 44, r: 10, t: 28, b: 30 }, height: 210, showlegend: false,
+    font: { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#334155" },
+    xaxis: { title: { text: "" }, gridcolor: "#eef2f7", zeroline: false },
+    yaxis: { gridcolor: "#eef2f7", zeroline: false }, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
+  };
+  const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+
+  function addChart(container, title, traceSpecs) {
+    const el = document.createElement("div");
+    el.className = "chart";
+    el.dataset.title = title;
+    container.appendChild(el);
+    const chart = { el, title, plotted: false, bound: [], traces: traceSpecs.map(([match, label]) => ({ match, label, name: null })) };
+    charts.push(chart);
+    observer.observe(el);
+    return chart;
+  }
+  function bindTrace(chart, t, name) {
+    t.name = name;
+    if (!bindings.has(name)) bindings.set(name, []);
+    bindings.get(name).push({ chart, trace: chart.bound.length }); // Plotly's trace index: binding order
+    chart.bound.push(t);
+  }
+  function resolveTraces(chart) {
+    const fresh = [];
+    for (const t of chart.traces) {
+      if (t.name) continue;
+      const name = typeof t.match === "string" ? (series.has(t.match) ? t.match : null)
+        : [...series.keys()].find(t.match);
+      if (name) { bindTrace(chart, t, name); fresh.push(t); }
+    }
+    return fresh;
+  }
+  function traceOf(t, i) {
+    const s = series.get(t.name);
+    return { x: s.steps.slice(), y: s.values.slice(), name: t.label, mode: "lines", type: "scatter",
+      line: { width: 1.6, color: COLORS[i % COLORS.length] }, hovertemplate: `${t.label}<br>step %{x}: %{y:.4g}<extra></extra>` };
+  }
+  function plot(chart) {
+    resolveTraces(chart);
+    const bound = chart.bound;
+    const layout = { ...LAYOUT, title: { text: chart.title, font: { size: 12 }, x: 0.02 }, showlegend: bound.length > 1,
+      legend: { orientation: "h", y: -0.25, font: { size: 10 } } };
+    if (bound.length > 1) layout.height = 230;
+    Plotly.newPlot(chart.el, bound.map(traceOf), layout, PLOT_CONFIG);
+    chart.plotted = true;
+  }
+  // Draw charts only when they scroll near the viewport: 40+ charts at once would stall the page.
+  const observer = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      if (!e.isIntersecting) continue;
+      const chart = charts.find((c) => c.el === e.target);
+      observer.unobserve(e.target);
+      if (chart && !chart.plotted) plot(chart);
+    }
+    markReady();
+  }, { rootMargin: "300px" });
+
+  function extendCharts(added) {
+    const perChart = new Map();
+    for (const [name, pts] of Object.entries(added)) {
+      for (const { chart, trace } of bindings.get(name) || []) {
+        if (!chart.plotted) continue;
+        if (!perChart.has(chart)) perChart.set(chart, { x: [], y: [], idx: [] });
+        const u = perChart.get(chart);
+        u.x.push(pts.steps); u.y.push(pts.values); u.idx.push(trace);
+      }
+    }
+    for (const [chart, u] of perChart) Plotly.extendTraces(chart.el, { x: u.x, y: u.y }, u.idx);
+    // Metrics seen for the first time: new traces on plotted charts, new charts in their namespace.
+    for (const chart of charts) {
+      if (!chart.plotted) continue;
+      const fresh = resolveTraces(chart);
+      if (fresh.length) Plotly.addTraces(chart.el, fresh.map((t) => traceOf(t, chart.bound.indexOf(t))));
+    }
+    for (const name of Object.keys(added)) if (!namespaceCharts.has(name)) addMetricChart(name);
+  }
+
+  const namespaceCharts = new Set();
+  function namespaceOf(name) { return name.includes("/") ? name.split("/")[0] : "other"; }
+  function namespaceGrid(ns) {
+    let grid = document.getElementById(`ns-${ns}`);
+    if (grid) return grid;
+    const box = document.createElement("details");
+    box.className = "card namespace";
+    box.open = true;
+    const summary = document.createElement("summary");
+    summary.textContent = `${ns}/`;
+    grid = document.createElement("div");
+    grid.className = "chart-grid";
+    grid.id = `ns-${ns}`;
+    box.append(summary, grid);
+    const all = [...$("namespaces").children];
+    const rank = (n) => { const i = NS_ORDER.indexOf(n); return i < 0 ? NS_ORDER.length : i; };
+    const before = all.find((b) => rank(b.dataset.ns) > rank(ns));
+    box.dataset.ns = ns;
+    $("namespaces").insertBefore(box, before || null);
+    return grid;
+  }
+  function addMetricChart(name) {
+    namespaceCharts.add(name);
+    addChart(namespaceGrid(namespaceOf(name)), name, [[name, name]]);
+  }
+
+  // ---- status, tiles, samples -----------------------------------------------------------------
+
+  function fmt(v, digits) {
+    if (v === null || v === undefined) return "–";
+    return Math.abs(v) >= 1000 ? v.toFixed(0) : Number(v).toFixed(digits);
+  }
+  function duration(s) {
+    if (s === null || s === undefined) return "–";
+    s = Math.max(0, Math.round(s));
+    const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
+    return h ? `${h}h ${m}m` : m ? `${m}m ${sec}s` : `${sec}s`;
+  }
+  function renderRun(state) {
+    run = state; runReceivedAt = Date.now();
+    const badge = $("run-status");
+    badge.textContent = state.cancel_requested && state.status === "running" ? "cancelling" : state.status;
+    badge.dataset.status = state.status;
+    const pct = Math.round(100 * (state.progress || 0));
+    $("progress-bar").style.width = `${pct}%`;
+    $("progress-text").textContent = `step ${state.step} / ${state.total_steps || "?"} (${pct}%)`;
+    $("checkpoint").textContent = state.last_checkpoint_step === null ? "–" : `step ${state.last_checkpoint_step}`;
+    $("cancel-form").hidden = !state.can_cancel;
+    $("resume-form").hidden = !state.can_resume;
+    if (state.last_checkpoint_step !== null) $("fork-btn").hidden = false;
+    $("run-error").hidden = !state.error;
+    $("run-error").textContent = state.error || "";
+    tick();
+  }
+  function tick() {
+    const live = run.status === "running" ? (Date.now() - runReceivedAt) / 1000 : 0;
+    $("elapsed").textContent = duration(run.elapsed_s === null ? null : run.elapsed_s + live);
+    $("eta").textContent = run.status === "running" ? duration(run.eta_s === null ? null : run.eta_s - live) : "–";
+  }
+  function renderTiles() {
+    const tiles = $("tiles");
+    tiles.replaceChildren();
+    for (const [label, match, digits] of TILES) {
+      let value;
+      if (label.startsWith("Kept")) value = `${fmt(latest("train/num_prompts_kept"), 0)} / ${fmt(latest("train/num_prompts_generated"), 0)}`;
+      else if (label.startsWith("All-")) value = `${fmt(latest("train/frac_all_correct"), 2)} / ${fmt(latest("train/frac_all_wrong"), 2)}`;
+      else value = fmt(latest(match), digits);
+      const tile = document.createElement("div");
+      tile.className = "tile";
+      const v = document.createElement("div"); v.className = "tile-value"; v.textContent = value;
+      const l = document.createElement("div"); l.className = "tile-label"; l.textContent = label;
+      tile.append(v, l);
+      tiles.appendChild(tile);
+    }
+  }
+  let shownSamples = [];
+  function cell(text, cls) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    if (cls) td.className = cls;
+    return td;
+  }
+  function renderSamples(samples) {
+    if (!samples || !samples.length) return;
+    shownSamples = samples;
+    const body = $("samples-body");
+    body.replaceChildren();
+    samples.forEach((s, i) => {
+      const tr = document.createElement("tr");
+      tr.className = "clickable";
+      tr.dataset.index = i;
+      tr.append(cell(s.sample_index), cell(s.group), cell(fmt(s.reward, 2), "num"), cell(s.acc ? "✓" : "✗", s.acc ? "ok" : "bad"),
+        cell(s.pred), cell(s.ground_truth), cell(s.length, "num"), cell(s.truncated ? "yes" : ""), cell(s.kept ? "kept" : "filtered"),
+        cell(fmt(s.advantage, 2), "num"), cell(s.response.slice(0, 90), "response"));
+      body.appendChild(tr);
+    });
+    $("samples-step").textContent = `step ${samples[0].step} · ${samples[0].split}`;
+    $("samples-empty").hidden = true;
+  }
+  function openSample(s) {
+    $("sd-title").textContent = `Step ${s.step} · ${s.split} sample ${s.sample_index} (group ${s.group})`;
+    const facts = $("sd-facts");
+    facts.replaceChildren();
+    const rows = [["Prediction", s.pred], ["Ground truth", s.ground_truth], ["Correct", s.acc ? "yes" : "no"],
+      ["Score", fmt(s.score, 2)], ["Overlong penalty", fmt(s.overlong_penalty, 3)], ["Reward", fmt(s.reward, 3)],
+      ["Advantage", fmt(s.advantage, 3)], ["Length", s.length], ["Truncated", s.truncated ? "yes" : "no"],
+      ["Dynamic sampling", s.kept ? "kept" : "filtered"]];
+    for (const [k, v] of rows) {
+      const dt = document.createElement("dt"); dt.textContent = k;
+      const dd = document.createElement("dd"); dd.textContent = String(v);
+      facts.append(dt, dd);
+    }
+    $("sd-prompt").textContent = s.prompt;
+    $("sd-response").textContent = s.response;
+    $("sample-dialog").showModal();
+  }
+  $("samples-body").addEventListener("click", (e) => {
+    const tr = e.target.closest("tr");
+    if (tr) openSample(shownSamples[Number(tr.dataset.index)]);
+  });
+
+  // ---- websocket ---------------------------------------------------------------------------------
+
+  let backoff = 500, socket = null, stopped = false;
+  function setLive(text, cls) { const el = $("live-indicator"); el.textContent = text; el.dataset.state = cls; }
+  function connect() {
+    const proto = location.protocol === "https:" ? "wss" : "ws";
+    socket = new WebSocket(`${proto}://${location.host}/ws/runs/${runId}/?after=${lastStep}`);
+    socket.onopen = () => { backoff = 500; setLive("live", "live"); };
+    socket.onmessage = (e) => onEvent(JSON.parse(e.data));
+    socket.onclose = (e) => {
+      if (e.code === 4001 || e.code === 4004) { stopped = true; setLive("no access", "off"); return; }
+      setLive("reconnecting", "wait");
+      setTimeout(connect, backoff);
+      backoff = Math.min(backoff * 2, 10000);
+    };
+  }
+  function onEvent(ev) {
+    if (ev.type === "step") {
+      window.__dapoReceived[ev.step] = performance.timeOrigin + performance.now();
+      if (ev.step <= lastStep) return renderRun(ev.run); // a replay of a step we have
+      if (lastStep >= 0 && ev.step > lastStep + 1) { // we missed steps: ask the server for them
+        socket.send(JSON.stringify({ type: "catchup", after_step: lastStep }));
+        return renderRun(ev.run);
+      }
+      const metrics = {};
+      for (const [n, v] of Object.entries(ev.metrics)) metrics[n] = { steps: [ev.step], values: [v] };
+      apply(metrics, ev.samples);
+      lastStep = Math.max(lastStep, ev.step);
+      renderRun(ev.run);
+    } else if (ev.type === "snapshot" || ev.type === "catchup") {
+      apply(ev.metrics, ev.samples);
+      renderRun(ev.run);
+    } else if (ev.type === "status") {
+      renderRun(ev.run);
+    }
+  }
+  function apply(metrics, samples) {
+    const added = merge(metrics);
+    extendCharts(added);
+    renderTiles();
+    renderSamples(samples);
+  }
+
+  // ---- start -----------------------------------------------------------------------------------
+
+  let ready = false;
+  function markReady() {
+    if (ready) return;
+    ready = true;
+    performance.mark("dapo-charts-ready");
+    window.__dapoReady = performance.now();
+  }
+  $("config-text").textContent = JSON.stringify(config, null, 2);
+  merge(initial.metrics);
+  const healthGrid = $("health-charts");
+  for (const spec of HEALTH) addChart(healthGrid, spec.title, spec.traces);
+  const names = [...series.keys()].sort();
+  for (const name of names) addMetricChart(name);
+  renderRun(initial.run);
+  renderTiles();
+  renderSamples(initial.samples);
+  setInterval(tick, 1000);
+  connect();
+})();

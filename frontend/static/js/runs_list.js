@@ -1,0 +1,85 @@
+// The runs list: rows drawn from the embedded data, then refreshed from /api/runs/ every few seconds
+// (with the page's filters) while the tab is visible. Text is set with textContent only.
+(() => {
+  "use strict";
+  const $ = (id) => document.getElementById(id);
+  const POLL_MS = 3000;
+
+  function fmt(v, digits) {
+    return v === null || v === undefined ? "–" : Number(v).toFixed(digits);
+  }
+  function sparkline(values) {
+    const ns = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", "0 0 120 28");
+    svg.setAttribute("class", "sparkline");
+    const pts = values.filter((v) => v !== null);
+    if (pts.length < 2) return svg;
+    const lo = Math.min(...pts), hi = Math.max(...pts), span = hi - lo || 1;
+    const d = pts.map((v, i) => `${(i / (pts.length - 1)) * 118 + 1},${27 - ((v - lo) / span) * 26}`).join(" ");
+    const line = document.createElementNS(ns, "polyline");
+    line.setAttribute("points", d);
+    svg.appendChild(line);
+    return svg;
+  }
+  function td(content, cls) {
+    const el = document.createElement("td");
+    if (content instanceof Node) el.appendChild(content); else el.textContent = content;
+    if (cls) el.className = cls;
+    return el;
+  }
+  function row(r) {
+    const tr = document.createElement("tr");
+    tr.dataset.runId = r.id;
+    const link = document.createElement("a");
+    link.href = `/runs/${r.id}/`;
+    link.textContent = r.name;
+    const name = document.createElement("div");
+    name.append(link);
+    const sub = document.createElement("div");
+    sub.className = "muted small";
+    sub.textContent = `#${r.id} · ${r.preset || "custom"} · ${r.owner}`;
+    name.append(sub);
+    const badge = document.createElement("span");
+    badge.className = "badge";
+    badge.dataset.status = r.status;
+    badge.textContent = r.cancel_requested && r.status === "running" ? "cancelling" : r.status;
+    const prog = document.createElement("div");
+    prog.className = "progress-cell";
+    const bar = document.createElement("div");
+    bar.className = "progress";
+    const fill = document.createElement("div");
+    fill.className = "progress-bar";
+    fill.style.width = `${Math.round(100 * r.progress)}%`;
+    bar.appendChild(fill);
+    const label = document.createElement("span");
+    label.className = "small muted";
+    label.textContent = `${r.step} / ${r.total_steps}`;
+    prog.append(bar, label);
+    const k = r.key_metrics;
+    tr.append(td(name), td(badge), td(prog), td(fmt(k.reward, 3), "num"), td(fmt(k.train_acc, 3), "num"),
+      td(fmt(k.val_acc, 3), "num"), td(fmt(k.entropy, 3), "num"), td(sparkline(r.sparkline)),
+      td(new Date(r.created_at).toLocaleString(), "small"));
+    return tr;
+  }
+  function render(rows) {
+    $("runs-body").replaceChildren(...rows.map(row));
+    $("runs-empty").hidden = rows.length > 0;
+  }
+  async function poll() {
+    if (document.hidden) return;
+    const params = new URLSearchParams(new FormData($("filters")));
+    try {
+      const resp = await fetch(`/api/runs/?${params}`, { headers: { Accept: "application/json" } });
+      if (!resp.ok) throw new Error(resp.status);
+      render((await resp.json()).results);
+      $("live-indicator").dataset.state = "live";
+    } catch (err) {
+      $("live-indicator").dataset.state = "wait";
+    }
+  }
+  render(JSON.parse($("runs-data").textContent));
+  $("live-indicator").dataset.state = "live";
+  setInterval(poll, POLL_MS);
+  document.addEventListener("visibilitychange", poll);
+})();

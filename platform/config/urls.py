@@ -1,0 +1,22 @@
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth.decorators import login_not_required
+from django.urls import include, path
+from django.views.generic import RedirectView
+from runs import account
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/runs/", permanent=False)),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("accounts/token/", account.api_token, name="api-token"),
+    path("admin/", admin.site.urls),
+    path("runs/", include("runs.urls")),
+    path("api/", include("runs.api_urls")),
+]
+
+if settings.HAS_SPECTACULAR:
+    from drf_spectacular.views import SpectacularAPIView
+
+    urlpatterns.append(
+        path("api/schema/", login_not_required(SpectacularAPIView.as_view()), name="api-schema")
+    )

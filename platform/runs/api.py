@@ -1,0 +1,189 @@
+"""The JSON API for scripts (token or session auth), with the pages' permissions: a run not yours is 404.
+
+GET  /api/runs/                      list (?status=&q=&page=)
+POST /api/runs/                      {"name", "preset" | "config", "overrides"?, "base_model"?, "dataset"?}
+GET  /api/runs/<id>/                 one run with its config
+POST /api/runs/<id>/cancel/          cancel (queued: at once; running: at the next step boundary)
+POST /api/runs/<id>/resume/          resume a failed or cancelled run from its last checkpoint
+GET  /api/runs/<id>/metrics/         ?names=a,b&min_step=&max_step=&max_points=
+GET  /api/runs/<id>/samples/         ?step=&split=&acc=&kept=&truncated=&q=&page=&page_size=
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from catalog.models import BaseModel, Dataset
+from django.db.models import Q, QuerySet
+from django.shortcuts import get_object_or_404
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from runs.configuring import build_config, validate_name
+from runs.models import Run, Sample, Status
+from runs.series import list_row, metric_series
+
+MAX_INT = 2**63 - 1
+
+
+class RunSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Run
+        fields = ["id"]
+
+    def to_representation(self, run: Run) -> dict[str, Any]:
+        return {**list_row(run), "latest_metrics": run.latest_metrics, "config": run.config,
+                "parent": run.parent_id, "fork_step": run.fork_step}  # fmt: skip
+
+
+class SampleSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Sample
+        exclude = ["run"]
+
+
+class SamplePagination(PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+def visible_run(request: Request, run_id: int) -> Run:
+    if not 0 < run_id <= MAX_INT:
+        raise NotFound("No such run.")
+    return get_object_or_404(Run.objects.visible_to(request.user), pk=run_id)
+
+
+def query_int(request: Request, name: str, minimum: int = -MAX_INT) -> int | None:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError({name: f"must be an integer, got {raw!r}"}) from None
+    if not minimum <= value <= MAX_INT:
+        raise ValidationError({name: f"must be between {minimum} and {MAX_INT}"})
+    return value
+
+
+def query_bool(request: Request, name: str) -> bool | None:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return None
+    if raw.lower() in ("true", "1", "yes"):
+        return True
+    if raw.lower() in ("false", "0", "no"):
+        return False
+    raise ValidationError({name: f"must be true or false, got {raw!r}"})
+
+
+class RunListCreate(generics.ListAPIView):
+    serializer_class = RunSerializer
+
+    def get_queryset(self) -> QuerySet[Run]:
+        runs = Run.objects.visible_to(self.request.user).select_related("owner")
+        status_ = self.request.query_params.get("status")
+        if status_:
+            if status_ not in Status.values:
+                raise ValidationError({"status": f"must be one of {', '.join(Status.values)}"})
+            runs = runs.filter(status=status_)
+        if q := self.request.query_params.get("q", "").strip():
+            runs = runs.filter(name__icontains=q)
+        return runs
+
+    def post(self, request: Request) -> Response:
+        body = request.data if isinstance(request.data, dict) else {}
+        picks, errors = _catalog_picks(body)
+        config, config_errors = build_config(
+            preset=body.get("preset"), config=body.get("config"), overrides=body.get("overrides"), **picks
+        )
+        errors = {**validate_name(body.get("name")), **errors, **config_errors}
+        if errors or config is None:
+            return Response({"detail": "invalid run", "errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+        preset = body.get("preset") if body.get("config") is None else ""
+        run = Run.create_queued(
+            owner=request.user, name=body["name"], config=config, preset=preset or "", **picks
+        )
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+def _catalog_picks(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    picks: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for key, model in (("base_model", BaseModel), ("dataset", Dataset)):
+        raw = body.get(key)
+        if raw is None:
+            continue
+        entry = None
+        if isinstance(raw, str):
+            entry = model.objects.filter(name=raw).first()
+        elif isinstance(raw, int) and not isinstance(raw, bool) and 0 < raw <= MAX_INT:
+            entry = model.objects.filter(pk=raw).first()
+        if entry is None:
+            errors[key] = f"no {key.replace('_', ' ')} {raw!r} in the catalog"
+        picks[key] = entry
+    return picks, errors
+
+
+class RunDetail(APIView):
+    def get(self, request: Request, run_id: int) -> Response:
+        return Response(RunSerializer(visible_run(request, run_id)).data)
+
+
+class RunCancel(APIView):
+    def post(self, request: Request, run_id: int) -> Response:
+        run = visible_run(request, run_id)
+        outcome = run.request_cancel()
+        return Response({"outcome": outcome, **RunSerializer(run).data})
+
+
+class RunResume(APIView):
+    def post(self, request: Request, run_id: int) -> Response:
+        run = visible_run(request, run_id)
+        if not run.resume():
+            return Response(
+                {"detail": "only a failed or cancelled run with a checkpoint can be resumed"},
+                status=status.HTTP_409_CONFLICT,
+            )
+        return Response(RunSerializer(run).data)
+
+
+class RunMetrics(APIView):
+    def get(self, request: Request, run_id: int) -> Response:
+        run = visible_run(request, run_id)
+        names = [n for n in request.query_params.get("names", "").split(",") if n.strip()] or None
+        max_points = query_int(request, "max_points", minimum=1)
+        series = metric_series(
+            run,
+            names=[n.strip() for n in names] if names else None,
+            min_step=query_int(request, "min_step"),
+            max_step=query_int(request, "max_step"),
+            max_points=max_points,
+        )
+        return Response({"run": run.pk, "metrics": series})
+
+
+class RunSamples(generics.ListAPIView):
+    serializer_class = SampleSerializer
+    pagination_class = SamplePagination
+
+    def get_queryset(self) -> QuerySet[Sample]:
+        run = visible_run(self.request, self.kwargs["run_id"])
+        samples = Sample.objects.filter(run=run)
+        if (step := query_int(self.request, "step")) is not None:
+            samples = samples.filter(step=step)
+        if split := self.request.query_params.get("split"):
+            if split not in ("train", "val"):
+                raise ValidationError({"split": "must be train or val"})
+            samples = samples.filter(split=split)
+        for flag in ("acc", "kept", "truncated"):
+            if (value := query_bool(self.request, flag)) is not None:
+                samples = samples.filter(**{flag: value})
+        if q := self.request.query_params.get("q", "").strip():
+            samples = samples.filter(Q(response__icontains=q) | Q(prompt__icontains=q) | Q(pred__icontains=q))
+        return samples.order_by("-step", "split", "sample_index")

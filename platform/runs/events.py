@@ -1,0 +1,57 @@
+"""Live events of a run, published to its channel group ``run_<id>`` and relayed to browsers.
+
+Event shapes (the JSON a websocket client receives):
+    {"type": "snapshot" | "catchup", "run": {...}, "metrics": {name: {"steps": [], "values": []}},
+     "samples": [...], "after_step": int | null}
+    {"type": "step", "run": {...}, "step": int, "metrics": {name: value}, "samples": [...], "sent_at": float}
+    {"type": "status", "run": {...}}
+The database is the source of truth: a failed publish (Redis restarting) is logged, never raised, and
+clients catch up from the database when they reconnect.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from runs.models import Run, Sample, clean_metrics
+from runs.series import LIVE_SAMPLES
+
+log = logging.getLogger(__name__)
+
+
+def group_name(run_id: int) -> str:
+    return f"run_{run_id}"
+
+
+def publish(run_id: int, event: dict[str, Any]) -> bool:
+    layer = get_channel_layer()
+    if layer is None:
+        return False
+    try:
+        async_to_sync(layer.group_send)(group_name(run_id), {"type": "run.event", "event": event})
+    except Exception:  # the database already holds the data; clients catch up on reconnect
+        log.warning("could not publish %s event of run %s", event.get("type"), run_id, exc_info=True)
+        return False
+    return True
+
+
+def step_event(run: Run, step: int, metrics: dict[str, Any], samples: list[Any]) -> dict[str, Any]:
+    """``samples`` are SampleRecords (or Samples); the event carries the first few, texts cut."""
+    rows = [s if isinstance(s, Sample) else Sample.from_record(run.pk, s) for s in samples[:LIVE_SAMPLES]]
+    return {
+        "type": "step",
+        "run": run.state(),
+        "step": step,
+        "metrics": clean_metrics(metrics),
+        "samples": [r.summary() for r in rows],
+        "sent_at": time.time(),
+    }
+
+
+def status_event(run: Run) -> dict[str, Any]:
+    return {"type": "status", "run": run.state()}

@@ -1,0 +1,406 @@
+"""Runs and what they record: metric points, samples, checkpoints.
+
+Lifecycle of a run: queued → running → succeeded | failed | cancelled; a queued run cancelled before a
+worker claims it goes straight to cancelled; a failed or cancelled run with a checkpoint can be resumed
+(back to queued). State changes are conditional UPDATEs, so two processes racing on one run (a worker
+claiming while the user cancels, a redelivered task) cannot both win.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from runs import dispatch
+
+if TYPE_CHECKING:
+    from dapo.config import RunConfig
+    from dapo.report import RunInfo, StepReport
+
+
+class Status(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+FINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    def visible_to(self, user: Any) -> RunQuerySet:
+        """Runs a user may see and control: their own; a superuser sees all; an anonymous user none."""
+        if not user.is_authenticated:
+            return self.none()
+        return self if user.is_superuser else self.filter(owner=user)
+
+
+class Run(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    name = models.CharField(max_length=200)
+    preset = models.CharField(max_length=64, blank=True)
+    config = models.JSONField(help_text="The full RunConfig.to_dict().")
+    base_model = models.ForeignKey("catalog.BaseModel", null=True, blank=True, on_delete=models.SET_NULL)
+    dataset = models.ForeignKey("catalog.Dataset", null=True, blank=True, on_delete=models.SET_NULL)
+
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    step = models.IntegerField(default=0, help_text="Last completed rollout step.")
+    total_steps = models.IntegerField(default=0)
+    latest_metrics = models.JSONField(default=dict, blank=True, help_text="The last step's metrics.")
+    error = models.TextField(blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="First start.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    attempt_started_at = models.DateTimeField(null=True, blank=True, help_text="Start of this attempt.")
+    attempt_start_step = models.IntegerField(default=0, help_text="First step of this attempt (for ETA).")
+    attempts = models.IntegerField(default=0, help_text="Times a worker claimed the run.")
+
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
+    fork_step = models.IntegerField(null=True, blank=True)
+    source_checkpoint = models.CharField(max_length=1024, blank=True, help_text="A fork starts from it.")
+    last_checkpoint = models.CharField(max_length=1024, blank=True)
+    last_checkpoint_step = models.IntegerField(null=True, blank=True)
+
+    cancel_requested = models.BooleanField(default=False)
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["owner", "-created_at"], name="run_owner_created")]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.name}"
+
+    # ---- creation and dispatch --------------------------------------------------------------------
+
+    @classmethod
+    def create_queued(cls, *, owner: Any, name: str, config: RunConfig, **fields: Any) -> Run:
+        """Save a queued run and queue its task on commit (``fields``: preset, base_model, dataset...)."""
+        with transaction.atomic():
+            run = cls.objects.create(
+                owner=owner,
+                name=name.strip(),
+                config=config.to_dict(),
+                total_steps=config.optim.total_steps,
+                **fields,
+            )
+            run.launch()
+        return run
+
+    def fork(self, *, owner: Any, name: str, config: RunConfig, checkpoint: Checkpoint) -> Run:
+        """A new run that starts from one of this run's checkpoints with an edited config."""
+        return Run.create_queued(
+            owner=owner,
+            name=name,
+            config=config,
+            preset=self.preset,
+            base_model=self.base_model,
+            dataset=self.dataset,
+            parent=self,
+            fork_step=checkpoint.step,
+            source_checkpoint=checkpoint.path,
+        )
+
+    def launch(self) -> None:
+        """Queue the controller task once the current transaction commits (never for a rolled-back row)."""
+        dispatch.on_commit("launch_run", self.pk)
+
+    # ---- worker side: lease, start, steps, finish --------------------------------------------------
+
+    def claim(self, worker_id: str) -> bool:
+        """Take the lease: a queued run, or a running one whose worker stopped renewing it. Atomic."""
+        now = timezone.now()
+        claimable = Q(status=Status.QUEUED) | Q(status=Status.RUNNING, lease_expires__lt=now)
+        won = Run.objects.filter(claimable, pk=self.pk).update(
+            status=Status.RUNNING,
+            lease_owner=worker_id,
+            lease_expires=now + timedelta(seconds=settings.DAPO_LEASE_SECONDS),
+            heartbeat_at=now,
+            attempts=F("attempts") + 1,
+        )
+        self.refresh_from_db()
+        return won == 1
+
+    def renew_lease(self, worker_id: str) -> bool:
+        """Extend the lease; False when another worker took it over (this one must stop)."""
+        now = timezone.now()
+        return bool(
+            Run.objects.filter(pk=self.pk, lease_owner=worker_id, status=Status.RUNNING).update(
+                lease_expires=now + timedelta(seconds=settings.DAPO_LEASE_SECONDS), heartbeat_at=now
+            )
+        )
+
+    def start(self, info: RunInfo) -> None:
+        now = timezone.now()
+        self.started_at = self.started_at or now
+        self.attempt_started_at = now
+        self.attempt_start_step = info.start_step
+        self.total_steps = info.total_steps
+        self.save(update_fields=["started_at", "attempt_started_at", "attempt_start_step", "total_steps"])
+
+    def record_step(self, report: StepReport) -> None:
+        """Write a step's metrics, samples and progress in one transaction. A replayed step (a redelivered
+        report, or steps recomputed after a resume) overwrites its rows: it never duplicates them."""
+        metrics = clean_metrics(report.metrics)
+        points = [
+            MetricPoint(run_id=self.pk, step=report.step, name=n, value=v, wall_time=report.wall_time)
+            for n, v in metrics.items()
+        ]
+        samples = [Sample.from_record(self.pk, r) for r in [*report.samples, *report.val_samples]]
+        with transaction.atomic():
+            MetricPoint.objects.bulk_create(
+                points,
+                update_conflicts=True,
+                unique_fields=["run", "name", "step"],
+                update_fields=["value", "wall_time"],
+                batch_size=500,
+            )
+            Sample.objects.bulk_create(
+                samples,
+                update_conflicts=True,
+                unique_fields=["run", "split", "step", "sample_index"],
+                update_fields=Sample.UPDATABLE,
+                batch_size=200,
+            )
+            latest = {**self.latest_metrics, **metrics}  # validation metrics stay until the next validation
+            Run.objects.filter(pk=self.pk).update(step=report.step, latest_metrics=latest)
+        self.step, self.latest_metrics = report.step, latest
+
+    def record_checkpoint(self, step: int, path: str) -> None:
+        with transaction.atomic():
+            Checkpoint.objects.update_or_create(run=self, step=step, defaults={"path": path})
+            self.last_checkpoint, self.last_checkpoint_step = path, step
+            self.save(update_fields=["last_checkpoint", "last_checkpoint_step"])
+
+    def finish(self, status: str, error: str | None = None, *, worker_id: str | None = None) -> bool:
+        """Final status; releases the lease. With ``worker_id``, only while that worker holds the lease (a
+        controller that lost its lease must not overwrite its successor). A cancel requested while the run
+        went on to succeed still reads as success: the work is complete."""
+        if status not in FINAL:
+            raise ValueError(f"final status must be one of {', '.join(FINAL)}, got {status!r}")
+        rows = Run.objects.filter(pk=self.pk)
+        if worker_id is not None:
+            rows = rows.filter(lease_owner=worker_id)
+        won = rows.update(
+            status=status,
+            error=(error or "")[:20000],
+            finished_at=timezone.now(),
+            lease_owner="",
+            lease_expires=None,
+        )
+        self.refresh_from_db()
+        return bool(won)
+
+    def cancel_requested_now(self) -> bool:
+        """A cheap read of the flag (one indexed row, one column), for polling at step boundaries."""
+        return Run.objects.filter(pk=self.pk, cancel_requested=True).exists()
+
+    # ---- user side: cancel, resume, fork ------------------------------------------------------------
+
+    def request_cancel(self) -> str:
+        """Cancel: a queued run at once, a running one at its next step boundary (keeping everything).
+        Returns the resulting status ("cancelled", "cancelling") or the unchanged final status."""
+        now = timezone.now()
+        if Run.objects.filter(pk=self.pk, status=Status.QUEUED).update(
+            status=Status.CANCELLED, finished_at=now, cancel_requested=True
+        ):
+            outcome = "cancelled"
+        elif Run.objects.filter(pk=self.pk, status=Status.RUNNING).update(cancel_requested=True):
+            outcome = "cancelling"
+        else:
+            outcome = ""
+        self.refresh_from_db()
+        return outcome or self.status
+
+    @property
+    def can_cancel(self) -> bool:
+        return self.status in (Status.QUEUED, Status.RUNNING) and not (
+            self.status == Status.RUNNING and self.cancel_requested
+        )
+
+    @property
+    def can_resume(self) -> bool:
+        has_start = bool(self.last_checkpoint or self.source_checkpoint)
+        return self.status in (Status.FAILED, Status.CANCELLED) and has_start
+
+    def resume(self) -> bool:
+        """Queue a failed or cancelled run again; it continues from its last checkpoint."""
+        if not self.can_resume:
+            return False
+        won = Run.objects.filter(pk=self.pk, status__in=[Status.FAILED, Status.CANCELLED]).update(
+            status=Status.QUEUED, cancel_requested=False, error="", finished_at=None
+        )
+        self.refresh_from_db()
+        if won:
+            self.launch()
+        return bool(won)
+
+    def fork_checkpoint(self, step: int | None = None) -> Checkpoint | None:
+        """The checkpoint a fork at ``step`` starts from: the latest at or before it (None: the latest)."""
+        checkpoints = self.checkpoints.order_by("-step")
+        return (checkpoints.filter(step__lte=step) if step is not None else checkpoints).first()
+
+    # ---- derived -------------------------------------------------------------------------------------
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL
+
+    @property
+    def progress(self) -> float:
+        return min(1.0, self.step / self.total_steps) if self.total_steps else 0.0
+
+    def elapsed_s(self) -> float | None:
+        if not self.started_at:
+            return None
+        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+    def eta_s(self) -> float | None:
+        """Remaining seconds at this attempt's pace (None before two data points or after the end)."""
+        done = self.step - self.attempt_start_step + 1
+        if self.status != Status.RUNNING or not self.attempt_started_at or done < 1 or not self.total_steps:
+            return None
+        pace = (timezone.now() - self.attempt_started_at).total_seconds() / done
+        return max(0.0, pace * (self.total_steps - self.step))
+
+    def state(self) -> dict[str, Any]:
+        """What pages and events show of the run (JSON-ready)."""
+        return {
+            "id": self.pk,
+            "name": self.name,
+            "status": self.status,
+            "step": self.step,
+            "total_steps": self.total_steps,
+            "progress": self.progress,
+            "error": self.error,
+            "cancel_requested": self.cancel_requested,
+            "can_cancel": self.can_cancel,
+            "can_resume": self.can_resume,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "elapsed_s": self.elapsed_s(),
+            "eta_s": self.eta_s(),
+            "last_checkpoint_step": self.last_checkpoint_step,
+            "latest_metrics": self.latest_metrics,
+        }
+
+
+def clean_metrics(metrics: dict[str, Any]) -> dict[str, float | None]:
+    """Names trimmed to the column size; non-finite or non-numeric values stored as null (JSON has no NaN)."""
+    out: dict[str, float | None] = {}
+    for name, value in metrics.items():
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        out[str(name)[:128]] = number if math.isfinite(number) else None
+    return out
+
+
+class MetricPoint(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_points")
+    step = models.IntegerField()
+    name = models.CharField(max_length=128)
+    value = models.FloatField(null=True, help_text="null for a non-finite value (NaN, inf).")
+    wall_time = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "name", "step"], name="metric_unique_step")]
+        indexes = [models.Index(fields=["run", "step"], name="metric_run_step")]
+
+
+class Sample(models.Model):
+    SPLITS = [("train", "train"), ("val", "validation")]
+    UPDATABLE = [
+        "group", "problem_index", "prompt", "response", "ground_truth", "pred", "score", "acc",
+        "overlong_penalty", "reward", "advantage", "length", "truncated", "kept",
+        "tokens", "token_logprobs", "token_entropy", "token_ratio",
+    ]  # fmt: skip
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples")
+    step = models.IntegerField()
+    split = models.CharField(max_length=8, choices=SPLITS)
+    sample_index = models.IntegerField()
+    group = models.IntegerField()
+    problem_index = models.IntegerField()
+    prompt = models.TextField()
+    response = models.TextField()
+    ground_truth = models.TextField()
+    pred = models.TextField()
+    score = models.FloatField()
+    acc = models.BooleanField()
+    overlong_penalty = models.FloatField()
+    reward = models.FloatField()
+    advantage = models.FloatField()
+    length = models.IntegerField()
+    truncated = models.BooleanField()
+    kept = models.BooleanField()
+    tokens = models.JSONField(null=True, blank=True)
+    token_logprobs = models.JSONField(null=True, blank=True)
+    token_entropy = models.JSONField(null=True, blank=True)
+    token_ratio = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "split", "step", "sample_index"], name="sample_unique_index"
+            )
+        ]
+        ordering = ["step", "split", "sample_index"]
+
+    @classmethod
+    def from_record(cls, run_id: int, record: Any) -> Sample:
+        fields = {name: getattr(record, name) for name in cls.UPDATABLE}
+        for name in ("score", "overlong_penalty", "reward", "advantage"):
+            value = float(fields[name])
+            fields[name] = value if math.isfinite(value) else 0.0
+        return cls(
+            run_id=run_id, step=record.step, split=record.split, sample_index=record.sample_index, **fields
+        )
+
+    def summary(self, max_chars: int = 2000) -> dict[str, Any]:
+        """The sample for a table row or a live event: long texts cut (the API serves them in full)."""
+        return {
+            "id": self.pk,
+            "step": self.step,
+            "split": self.split,
+            "sample_index": self.sample_index,
+            "group": self.group,
+            "prompt": self.prompt[:max_chars],
+            "response": self.response[:max_chars],
+            "ground_truth": self.ground_truth[:200],
+            "pred": self.pred[:200],
+            "score": self.score,
+            "acc": self.acc,
+            "reward": self.reward,
+            "advantage": self.advantage,
+            "overlong_penalty": self.overlong_penalty,
+            "length": self.length,
+            "truncated": self.truncated,
+            "kept": self.kept,
+        }
+
+
+class Checkpoint(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    step = models.IntegerField()
+    path = models.CharField(max_length=1024)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "step"], name="checkpoint_unique_step")]
+        ordering = ["step"]

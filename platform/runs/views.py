@@ -1,0 +1,154 @@
+"""Pages: the runs list, the new-run form (also clone-and-edit and fork), the live page of a run, and the
+POST actions cancel and resume. Behaviour lives on the models; views pick, check and render."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from catalog.models import BaseModel, Dataset
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from dapo.config import flatten
+from runs import forms
+from runs.configuring import build_config, validate_name
+from runs.models import Checkpoint, Run, Status
+from runs.series import PAGE_MAX_POINTS, list_row, metric_series, newest_samples
+
+
+def _run_for(request: HttpRequest, run_id: int) -> Run:
+    """The run if this user may see it; 404 otherwise (another user's run looks missing)."""
+    if not 0 < run_id < 2**63:
+        raise Http404("No such run.")
+    return get_object_or_404(
+        Run.objects.visible_to(request.user).select_related("owner", "parent"), pk=run_id
+    )
+
+
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    status = request.GET.get("status", "")
+    query = request.GET.get("q", "").strip()
+    runs = Run.objects.visible_to(request.user).select_related("owner")
+    if status in Status.values:
+        runs = runs.filter(status=status)
+    if query:
+        runs = runs.filter(name__icontains=query)
+    rows = [list_row(run) for run in runs[:100]]
+    context = {"rows": rows, "status": status, "q": query, "statuses": Status.values}
+    return render(request, "runs/list.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+def run_new(request: HttpRequest) -> HttpResponse:
+    parent = _run_for(request, int(request.GET["fork"])) if request.GET.get("fork", "").isdigit() else None
+    if request.method == "POST":
+        return _create_from_post(request, parent)
+    source = _run_for(request, int(request.GET["from"])) if request.GET.get("from", "").isdigit() else parent
+    values, preset, name = _initial(request, source)
+    return _render_new(request, values, {}, preset=preset, name=name, parent=parent)
+
+
+def _initial(request: HttpRequest, source: Run | None) -> tuple[dict[str, Any], str, str]:
+    if source is not None:
+        return flatten(source.config), source.preset, f"{source.name} (copy)"
+    preset = request.GET.get("preset", "tiny_cpu")
+    data = forms.presets_data().get(preset) or forms.presets_data()["tiny_cpu"]
+    return dict(data["values"]), preset if preset in forms.presets_data() else "tiny_cpu", ""
+
+
+def _create_from_post(request: HttpRequest, parent: Run | None) -> HttpResponse:
+    values, errors = forms.parse_post(request.POST)
+    name, preset = request.POST.get("name", ""), request.POST.get("preset", "")
+    base_model = BaseModel.objects.filter(pk=_int(request.POST.get("base_model"))).first()
+    dataset = Dataset.objects.filter(pk=_int(request.POST.get("dataset"))).first()
+    checkpoint = _checkpoint(parent, request.POST.get("checkpoint")) if parent else None
+    config, config_errors = (None, {}) if errors else build_config(config=forms.unflatten(values))
+    errors = {**validate_name(name), **errors, **config_errors}
+    if parent is not None and checkpoint is None:
+        errors["checkpoint"] = "pick a checkpoint of the parent run to start from"
+    if errors or config is None:
+        messages.error(request, "The run was not queued: fix the fields marked below.")
+        return _render_new(request, values, errors, preset=preset, name=name, parent=parent, status=400)
+    fields = {"preset": preset if preset in forms.presets_data() else "", "base_model": base_model}
+    if parent is not None and checkpoint is not None:
+        run = parent.fork(owner=request.user, name=name, config=config, checkpoint=checkpoint)
+    else:
+        run = Run.create_queued(owner=request.user, name=name, config=config, dataset=dataset, **fields)
+    return redirect("runs:detail", run_id=run.pk)
+
+
+def _checkpoint(parent: Run, raw: str | None) -> Checkpoint | None:
+    return parent.checkpoints.filter(pk=_int(raw)).first()
+
+
+def _render_new(
+    request: HttpRequest,
+    values: dict[str, Any],
+    errors: dict[str, str],
+    *,
+    preset: str,
+    name: str,
+    parent: Run | None,
+    status: int = 200,
+) -> HttpResponse:
+    context = {
+        "sections": forms.sections(values, errors),
+        "errors": errors,
+        "general_errors": {k: v for k, v in errors.items() if k not in values},
+        "presets": forms.presets_data(),
+        "preset": preset,
+        "name": name,
+        "parent": parent,
+        "checkpoints": parent.checkpoints.order_by("-step") if parent else [],
+        "base_models": BaseModel.objects.all(),
+        "datasets": Dataset.objects.all(),
+    }
+    return render(request, "runs/new.html", context, status=status)
+
+
+@require_GET
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _run_for(request, run_id)
+    data = {
+        "run": run.state(),
+        "metrics": metric_series(run, max_points=PAGE_MAX_POINTS),
+        "samples": newest_samples(run),
+    }
+    context = {"run": run, "data": data, "config_json": run.config, "checkpoints": run.checkpoints.all()}
+    return render(request, "runs/detail.html", context)
+
+
+@require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _run_for(request, run_id)
+    outcome = run.request_cancel()
+    messages.info(
+        request,
+        {"cancelling": "Cancelling: the run stops at its next step boundary."}.get(
+            outcome, f"Run is {outcome}."
+        ),
+    )
+    return redirect("runs:detail", run_id=run.pk)
+
+
+@require_POST
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _run_for(request, run_id)
+    if run.resume():
+        messages.info(
+            request, f"Resumed from the checkpoint of step {run.last_checkpoint_step or run.fork_step}."
+        )
+    else:
+        messages.error(request, "Only a failed or cancelled run with a checkpoint can be resumed.")
+    return redirect("runs:detail", run_id=run.pk)
+
+
+def _int(raw: Any) -> int | None:
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if 0 < value < 2**63 else None

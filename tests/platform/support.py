@@ -1,0 +1,75 @@
+"""Helpers shared by the platform, worker and browser tests: environment, demo files, reports."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from dapo.report import SampleRecord, StepReport
+
+TEST_REDIS_DB = int(os.environ.get("DAPO_TEST_REDIS_DB", "13"))
+
+
+def use_test_environment() -> None:
+    """Django settings for tests, and a dedicated Redis database so tests never touch real queues."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ["REDIS_URL"] = test_redis_url()
+
+
+def test_redis_url() -> str:
+    base = os.environ.get("DAPO_TEST_REDIS_BASE") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    os.environ["DAPO_TEST_REDIS_BASE"] = base  # so a second call (another conftest) starts from the same URL
+    parts = urlsplit(base)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{TEST_REDIS_DB}", parts.query, ""))
+
+
+def make_fake_assets(root: Path) -> dict[str, str]:
+    """A model directory and two data files where the path checks find them (contents are not read)."""
+    model = root / "models" / "tiny"
+    model.mkdir(parents=True, exist_ok=True)
+    (model / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    data = root / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    for name in ("train.jsonl", "test.jsonl"):
+        (data / name).write_text(json.dumps({"prompt": "Compute 1+1.", "answer": "2"}) + "\n")
+    return {
+        "model.path": str(model),
+        "data.train_path": str(data / "train.jsonl"),
+        "data.val_path": str(data / "test.jsonl"),
+    }
+
+
+def sample(step: int, index: int, *, split: str = "train", response: str = "Answer: 2", **kw) -> SampleRecord:
+    fields = {
+        "step": step,
+        "split": split,
+        "group": index // 2,
+        "sample_index": index,
+        "problem_index": index // 2,
+        "prompt": "Compute 1+1.",
+        "response": response,
+        "ground_truth": "2",
+        "pred": "2",
+        "score": 1.0,
+        "acc": True,
+        "overlong_penalty": 0.0,
+        "reward": 1.0,
+        "advantage": 0.5,
+        "length": 4,
+        "truncated": False,
+        "kept": True,
+    }
+    return SampleRecord(**{**fields, **kw})
+
+
+def report(step: int, *, n_samples: int = 4, value: float | None = None, **metrics: float) -> StepReport:
+    base = {"critic/score/mean": step / 10 if value is None else value, "actor/entropy": 1.0 - step / 100}
+    return StepReport(
+        step=step,
+        metrics={**base, **{k.replace("__", "/"): v for k, v in metrics.items()}},
+        samples=[sample(step, i) for i in range(n_samples)],
+        wall_time=1_700_000_000.0 + step,
+        elapsed_s=float(step),
+    )
