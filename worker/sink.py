@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from django.db import OperationalError, close_old_connections, connection
+from django.db import OperationalError, connection
 from runs.events import publish, status_event, step_event
 from runs.models import Run
 
@@ -25,6 +25,12 @@ DB_RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)
 STOP_POLL_INTERVAL_S = 0.5
 
 
+def _drop_connection() -> None:
+    """Reconnect on the next query (not inside an atomic block: that would break the transaction)."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
 def with_db_retry(fn: Callable[[], T], what: str) -> T:
     """Run ``fn``; on a database error, reconnect and retry with backoff (about 15 s in all)."""
     for delay in DB_RETRY_DELAYS_S:
@@ -32,9 +38,8 @@ def with_db_retry(fn: Callable[[], T], what: str) -> T:
             return fn()
         except OperationalError:
             log.warning("database error while %s; retrying in %.1f s", what, delay, exc_info=True)
-            connection.close()
+            _drop_connection()
             time.sleep(delay)
-            close_old_connections()
     return fn()
 
 
@@ -82,7 +87,7 @@ class PlatformSink(Sink):
                     Run.objects.filter(pk=self.run.pk).values_list("cancel_requested", "lease_owner").first()
                 )
             except OperationalError:  # the database is away for a moment: keep training, ask again later
-                connection.close()
+                _drop_connection()
                 return False
             self._stop = row is None or row[0] or row[1] != self.worker_id
         return self._stop

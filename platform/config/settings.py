@@ -165,8 +165,9 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "frontend" / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 WHITENOISE_USE_FINDERS = True  # serve straight from frontend/static without collectstatic in development
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on a missing one before collectstatic
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

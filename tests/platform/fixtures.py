@@ -1,0 +1,79 @@
+"""The cast: alice owns runs, bob is another user, an anonymous visitor; plus demo paths and a queue spy.
+
+Imported by the conftest of each test folder that needs them (tests/platform, tests/worker).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.platform.support import make_fake_assets
+
+
+@pytest.fixture(autouse=True)
+def _isolated_settings(settings: Any, tmp_path: Path) -> None:
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    settings.DAPO_VAR_DIR = tmp_path / "var"
+    settings.DAPO_RUNS_DIR = tmp_path / "var" / "runs"
+    settings.DAPO_MODEL_ROOTS = [tmp_path / "models"]
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> dict[str, str]:
+    """Config overrides that point at a model and data files the path checks accept."""
+    return make_fake_assets(tmp_path)
+
+
+@pytest.fixture
+def queued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """What would have been sent to Celery (task name, run id), in order."""
+    from runs import dispatch
+
+    sent: list[tuple[str, int]] = []
+    monkeypatch.setattr(dispatch, "send", lambda task, run_id: sent.append((task, run_id)))
+    return sent
+
+
+@pytest.fixture
+def alice(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("alice", password="alice-pass-123")
+
+
+@pytest.fixture
+def bob(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("bob", password="bob-pass-123")
+
+
+@pytest.fixture
+def alice_client(client: Any, alice: Any) -> Any:
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def bob_client(bob: Any) -> Any:
+    from django.test import Client
+
+    c = Client()
+    c.force_login(bob)
+    return c
+
+
+@pytest.fixture
+def anon_client() -> Any:
+    from django.test import Client
+
+    return Client()
+
+
+@pytest.fixture
+def alice_run(alice: Any, paths: dict[str, str], queued: list) -> Any:
+    from runs.models import Run
+
+    from dapo.presets import get_preset
+
+    config = get_preset("tiny_cpu").with_overrides({**paths, "optim.total_steps": 10})
+    return Run.create_queued(owner=alice, name="alice-demo", config=config, preset="tiny_cpu")
