@@ -15,6 +15,7 @@ import os
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,11 +54,15 @@ def load_runner() -> Callable[..., Any]:
 
 
 def prepare_start(run: Run, out_dir: Path) -> bool:
-    """Whether the trainer resumes. A fork's first attempt gets its parent's checkpoint copied into its own
-    folder (same layout under the run folder), so the trainer resumes from it like from its own."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Whether the trainer resumes: yes from the run's own last checkpoint. A fork's first attempt gets its
+    parent's checkpoint copied into its own folder (same layout), so the trainer resumes from it like
+    from its own. A fresh start gets an empty folder."""
     if run.last_checkpoint:
+        out_dir.mkdir(parents=True, exist_ok=True)
         return True
+    if out_dir.exists():  # left by a deleted run whose id was reused: never resume from someone else's files
+        out_dir.rename(out_dir.with_name(f"{out_dir.name}.stale-{int(time.time())}"))
+    out_dir.mkdir(parents=True)
     if not run.source_checkpoint:
         return False
     source = Path(run.source_checkpoint)

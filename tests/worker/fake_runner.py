@@ -1,0 +1,68 @@
+"""A stand-in trainer for the worker tests (``DAPO_RUNNER=tests.worker.fake_runner:run``): fast, with
+the real trainer's contract (sinks, checkpoints under out_dir/checkpoints/step_N, should_stop at step
+boundaries, resume from the newest checkpoint). Each call appends a line to out_dir/invocations.jsonl."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from dapo.config import RunConfig
+from dapo.report import RunInfo, RunResult, SampleRecord, Sink, StepReport
+
+STEP_SECONDS = float(os.environ.get("FAKE_STEP_SECONDS", "0.05"))
+
+
+def run(
+    config: RunConfig, *, out_dir: str | Path, sinks: list[Sink], resume: bool = False, **_: object
+) -> RunResult:
+    out = Path(out_dir)
+    step = _latest(out) if resume else 0
+    with (out / "invocations.jsonl").open("a") as f:
+        f.write(json.dumps({"pid": os.getpid(), "resume": resume, "start_step": step + 1}) + "\n")
+    total, every = config.optim.total_steps, config.checkpoint.every_n_steps
+    for s in sinks:
+        s.on_start(RunInfo(run_dir=str(out), total_steps=total, start_step=step + 1, config=config.to_dict()))
+    status = "succeeded"
+    while step < total:
+        if any(s.should_stop() for s in sinks):
+            status = "cancelled"
+            _save(out, step, sinks)
+            break
+        step += 1
+        time.sleep(STEP_SECONDS)
+        metrics = {
+            "critic/score/mean": step / total,
+            "train/acc/mean": step / (2 * total),
+            "actor/entropy": 1.0,
+        }
+        for s in sinks:
+            s.on_step(StepReport(step=step, metrics=metrics, samples=[_sample(step, i) for i in range(4)]))
+        if every and step % every == 0:
+            _save(out, step, sinks)
+    for s in sinks:
+        s.on_finish(status, None)
+    return RunResult(status=status, last_step=step)
+
+
+def _latest(out: Path) -> int:
+    steps = [int(p.name.removeprefix("step_")) for p in (out / "checkpoints").glob("step_*")]
+    return max(steps, default=0)
+
+
+def _save(out: Path, step: int, sinks: list[Sink]) -> None:
+    path = out / "checkpoints" / f"step_{step:06d}"
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "trainer.json").write_text(json.dumps({"step": step}))
+    for s in sinks:
+        s.on_checkpoint(step, str(path))
+
+
+def _sample(step: int, index: int) -> SampleRecord:
+    return SampleRecord(
+        step=step, split="train", group=index // 2, sample_index=index, problem_index=index,
+        prompt="Compute 1+1.", response=f"step {step}\nAnswer: 2", ground_truth="2", pred="2", score=1.0,
+        acc=True, overlong_penalty=0.0, reward=1.0, advantage=0.0, length=5, truncated=False, kept=True,
+    )  # fmt: skip

@@ -1,0 +1,108 @@
+"""Start the real stack's processes for tests: a Celery worker and daphne, sharing the test database
+(a file, see settings.DATABASES TEST NAME, or PostgreSQL's test database) and a test Redis database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def database_url() -> str:
+    """The URL of the database the tests use now (after pytest-django created the test database)."""
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = db.get("USER") or ""
+    if db.get("PASSWORD"):
+        auth += f":{db['PASSWORD']}"
+    host = f"{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}"
+    return f"postgres://{auth}@{host}/{db['NAME']}" if auth else f"postgres://{host}/{db['NAME']}"
+
+
+def environment(var_dir: Path, **extra: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "DAPO_VAR_DIR": str(var_dir),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "platform")]),
+        "PYTHONUNBUFFERED": "1",
+        **extra,
+    }
+    return env
+
+
+def flush_redis(url: str) -> None:
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def process(
+    args: list[str], env: dict[str, str], log: Path, ready: str, timeout: float = 90
+) -> Iterator[Any]:
+    """Start a process, wait until its log shows ``ready``, stop it (SIGTERM, then SIGKILL) afterwards."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            args, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + timeout
+        while ready not in log.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{args[:4]} did not start:\n{log.read_text(errors='replace')[-4000:]}")
+            time.sleep(0.2)
+        yield proc
+    finally:
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+def celery_worker(env: dict[str, str], log: Path) -> Any:
+    args = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", "training", "-P", "solo",
+            "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"]  # fmt: skip
+    return process(args, env, log, ready="ready.")
+
+
+def daphne(env: dict[str, str], log: Path, port: int) -> Any:
+    args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"]
+    return process(args, env, log, ready="Listening on TCP address")
+
+
+def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := predicate():
+            return result
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

@@ -1,0 +1,140 @@
+"""launch_run through a REAL Celery worker (a subprocess on the test Redis database, eager mode off),
+with a fast stand-in trainer: lifecycle, duplicate delivery, cancel, resume, takeover of a dead lease."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+from runs import dispatch
+from runs.models import Checkpoint, MetricPoint, Run, Status
+
+from dapo.presets import get_preset
+from tests.platform.support import make_fake_assets
+from tests.worker import stack
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(300)]
+
+LEASE_SECONDS = 4
+
+
+@pytest.fixture(scope="module")
+def worker(django_db_setup: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A Celery worker process for this module's tests; yields the folder its runs write into."""
+    from config.celery import app
+
+    pytest.importorskip("redis").Redis.from_url(settings.REDIS_URL).ping()
+    app.conf.broker_url = settings.REDIS_URL  # the test Redis database, whatever was configured before
+    stack.flush_redis(settings.REDIS_URL)
+    var = tmp_path_factory.mktemp("worker-var")
+    env = stack.environment(
+        var,
+        DAPO_RUNNER="tests.worker.fake_runner:run",
+        DAPO_LEASE_SECONDS=str(LEASE_SECONDS),
+        DAPO_MODEL_ROOTS=str(var),
+        FAKE_STEP_SECONDS="0.15",
+    )
+    with stack.celery_worker(env, var / "celery.log"):
+        yield var
+    stack.flush_redis(settings.REDIS_URL)
+
+
+@pytest.fixture
+def make_run(worker: Path, alice: Any) -> Any:
+    paths = make_fake_assets(worker)
+
+    def make(steps: int = 5, every: int = 2) -> Run:
+        config = get_preset("tiny_cpu").with_overrides(
+            {**paths, "optim.total_steps": steps, "checkpoint.every_n_steps": every}
+        )
+        return Run.create_queued(owner=alice, name=f"worker-test-{steps}", config=config)  # queued on commit
+
+    return make
+
+
+def invocations(worker: Path, run: Run) -> list[dict[str, Any]]:
+    path = worker / "runs" / str(run.pk) / "invocations.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def final(run: Run, timeout: float = 60) -> Run:
+    return stack.wait_for(
+        lambda: (r := Run.objects.get(pk=run.pk)).is_final and r, timeout, f"run {run.pk} to finish"
+    )
+
+
+def steps_of(run: Run, name: str = "critic/score/mean") -> list[int]:
+    return list(
+        MetricPoint.objects.filter(run=run, name=name).order_by("step").values_list("step", flat=True)
+    )
+
+
+def test_a_queued_run_is_trained_to_the_end_by_the_worker(worker, make_run):
+    run = final(make_run(steps=5))
+    assert (run.status, run.step, run.total_steps, run.attempts) == (Status.SUCCEEDED, 5, 5, 1)
+    assert steps_of(run) == [1, 2, 3, 4, 5]
+    assert list(Checkpoint.objects.filter(run=run).values_list("step", flat=True)) == [2, 4]
+    assert run.started_at and run.finished_at and run.lease_owner == ""
+
+
+def test_a_duplicated_message_never_starts_a_second_controller(worker, make_run):
+    run = make_run(steps=6)
+    for _ in range(3):  # redelivered or enqueued twice: the lease lets exactly one through
+        dispatch.send("launch_run", run.pk)
+    run = final(run)
+    assert run.status == Status.SUCCEEDED and run.attempts == 1
+    assert len(invocations(worker, run)) == 1
+    assert steps_of(run) == [1, 2, 3, 4, 5, 6]
+
+
+def test_cancel_stops_at_a_step_boundary_keeping_everything_then_resume_continues(worker, make_run):
+    run = make_run(steps=40, every=5)
+    stack.wait_for(lambda: Run.objects.get(pk=run.pk).step >= 3, 30, "three steps")
+    assert Run.objects.get(pk=run.pk).request_cancel() == "cancelling"
+    run = final(run)
+    stopped_at = run.step
+    assert run.status == Status.CANCELLED and 3 <= stopped_at < 40
+    assert steps_of(run) == list(range(1, stopped_at + 1))
+    assert run.last_checkpoint_step == stopped_at  # the trainer saves when it stops
+    assert run.resume()
+    run = final(run)
+    assert run.status == Status.SUCCEEDED and steps_of(run) == list(range(1, 41))  # no gap, no duplicate
+    assert [i["start_step"] for i in invocations(worker, run)] == [1, stopped_at + 1]
+
+
+def test_a_run_whose_worker_died_is_taken_over_and_resumed(worker, make_run):
+    run = make_run(steps=4)
+    run = final(run)
+    # as if a worker had died at step 2 after its checkpoint: still "running", lease run out
+    Run.objects.filter(pk=run.pk).update(
+        status=Status.RUNNING,
+        lease_owner="dead-worker",
+        lease_expires=timezone.now() - timedelta(seconds=1),
+        step=2,
+        finished_at=None,
+    )
+    MetricPoint.objects.filter(run=run, step__gt=2).delete()
+    for extra in (3, 4):  # the dead worker never wrote these checkpoints
+        for p in (worker / "runs" / str(run.pk) / "checkpoints").glob(f"step_{extra:06d}"):
+            (p / "trainer.json").unlink()
+            p.rmdir()
+    dispatch.send("launch_run", run.pk)
+    run = stack.wait_for(
+        lambda: (r := Run.objects.get(pk=run.pk)).status == Status.SUCCEEDED and r, 60, "the takeover"
+    )
+    assert run.attempts == 2 and steps_of(run) == [1, 2, 3, 4]
+    assert invocations(worker, run)[-1] == {**invocations(worker, run)[-1], "resume": True, "start_step": 3}
+
+
+def test_a_cancelled_queued_run_is_never_started(worker, make_run):
+    run = make_run(steps=3)
+    run.request_cancel()
+    dispatch.send("launch_run", run.pk)
+    probe = final(make_run(steps=1))  # the worker has processed both messages once this one is done
+    assert probe.status == Status.SUCCEEDED
+    assert Run.objects.get(pk=run.pk).status == Status.CANCELLED and invocations(worker, run) == []
