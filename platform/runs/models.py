@@ -320,7 +320,11 @@ class MetricPoint(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "name", "step"], name="metric_unique_step")]
-        indexes = [models.Index(fields=["run", "step"], name="metric_run_step")]
+        indexes = [
+            models.Index(fields=["run", "step"], name="metric_run_step"),  # catch-up: every metric after N
+            # covering index of curve reads (run, name, step range → value) without touching the table
+            models.Index(fields=["run", "name", "step", "value"], name="metric_curve"),
+        ]
 
 
 class Sample(models.Model):

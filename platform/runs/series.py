@@ -4,22 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
+
 from runs.models import MetricPoint, Run, Sample
 
-PAGE_MAX_POINTS = 1000
+PAGE_MAX_POINTS = 500
 """Points per metric a page or a snapshot starts with; live steps extend the curves at full resolution."""
 LIVE_SAMPLES = 24
 """Samples of the newest step shown on the run page and carried by a live event."""
-
-
-def downsample_indices(n: int, max_points: int | None) -> list[int]:
-    """At most ``max_points`` indices of ``n`` points, evenly spread, always the first and the last."""
-    if max_points is None or n <= max_points:
-        return list(range(n))
-    if max_points <= 1:
-        return [n - 1]
-    picked = {round(i * (n - 1) / (max_points - 1)) for i in range(max_points)}
-    return sorted(picked)
 
 
 def metric_series(
@@ -29,27 +21,76 @@ def metric_series(
     max_step: int | None = None,
     max_points: int | None = None,
 ) -> dict[str, dict[str, list[Any]]]:
-    """{name: {"steps": [...], "values": [...]}} in step order, each downsampled to ``max_points``."""
-    qs = MetricPoint.objects.filter(run=run)
-    if names:
-        qs = qs.filter(name__in=names)
-    if min_step is not None:
-        qs = qs.filter(step__gte=min_step)
-    if max_step is not None:
-        qs = qs.filter(step__lte=max_step)
-    raw: dict[str, tuple[list[int], list[float | None]]] = {}
-    for name, step, value in qs.order_by("name", "step").values_list("name", "step", "value").iterator(2000):
-        steps, values = raw.setdefault(name, ([], []))
-        steps.append(step)
-        values.append(value)
-    out = {}
-    for name, (steps, values) in raw.items():
-        keep = downsample_indices(len(steps), max_points)
-        if len(keep) == len(steps):
-            out[name] = {"steps": steps, "values": values}
-        else:
-            out[name] = {"steps": [steps[i] for i in keep], "values": [values[i] for i in keep]}
+    """{name: {"steps": [...], "values": [...]}} in step order. With ``max_points``, a metric with more
+    points keeps its first and last point and the steps in between that are multiples of a stride (evenly
+    by step): at most ``max_points``. The database thins, one index range per metric (the covering index
+    metric_curve), so a long run never loads every point into Python."""
+    where, params = _filters(run, names, min_step, max_step)
+    select = f"SELECT name, step, value FROM {MetricPoint._meta.db_table} WHERE {' AND '.join(where)}"
+    if max_points is None:
+        parts = [(select, params)]
+    else:
+        parts = _thinned_parts(select, where, params, max(1, max_points))
+    out: dict[str, dict[str, list[Any]]] = {}
+    with connection.cursor() as cursor:
+        for i in range(0, len(parts), 100):  # SQLite allows 500 terms in a compound SELECT
+            chunk = parts[i : i + 100]
+            cursor.execute(" UNION ALL ".join(sql for sql, _ in chunk), [p for _, ps in chunk for p in ps])
+            for name, step, value in cursor.fetchall():
+                entry = out.get(name) or out.setdefault(name, {"steps": [], "values": []})
+                entry["steps"].append(step)
+                entry["values"].append(value)
+    for entry in out.values():  # UNION ALL promises no order: sort each curve by step
+        if any(a > b for a, b in zip(entry["steps"], entry["steps"][1:], strict=False)):
+            pairs = sorted(zip(entry["steps"], entry["values"], strict=True))
+            entry["steps"], entry["values"] = [s for s, _ in pairs], [v for _, v in pairs]
     return out
+
+
+def _filters(
+    run: Run, names: list[str] | None, min_step: int | None, max_step: int | None
+) -> tuple[list[str], list[Any]]:
+    where, params = ["run_id = %s"], [run.pk]
+    if names:
+        where.append(f"name IN ({', '.join(['%s'] * len(names))})")
+        params.extend(names)
+    if min_step is not None:
+        where.append("step >= %s")
+        params.append(min_step)
+    if max_step is not None:
+        where.append("step <= %s")
+        params.append(max_step)
+    return where, params
+
+
+def _thinned_parts(
+    select: str, where: list[str], params: list[Any], max_points: int
+) -> list[tuple[str, list]]:
+    """One SELECT per metric that needs thinning (its first and last step, and the multiples of its
+    stride between them), and one for all the metrics that fit whole."""
+    table = MetricPoint._meta.db_table
+    stats_sql = f"SELECT name, COUNT(*), MIN(step), MAX(step) FROM {table} WHERE {' AND '.join(where)}"
+    with connection.cursor() as cursor:
+        cursor.execute(stats_sql + " GROUP BY name", params)
+        stats = cursor.fetchall()
+    whole = [name for name, count, _, _ in stats if count <= max_points]
+    parts = [(f"{select} AND name IN ({', '.join(['%s'] * len(whole))})", [*params, *whole])] if whole else []
+    for name, count, first, last in stats:
+        if count <= max_points:
+            continue
+        if max_points <= 2:
+            ends = [last] if max_points == 1 else [first, last]
+            parts.append(
+                (
+                    f"{select} AND name = %s AND step IN ({', '.join(['%s'] * len(ends))})",
+                    [*params, name, *ends],
+                )
+            )
+            continue
+        stride = -(-(last - first + 1) // (max_points - 2))  # ceil: at most max_points - 2 multiples inside
+        sql = f"{select} AND name = %s AND (step IN (%s, %s) OR step %% %s = 0)"
+        parts.append((sql, [*params, name, first, last, stride]))
+    return parts
 
 
 def newest_samples(run: Run, limit: int = LIVE_SAMPLES) -> list[dict[str, Any]]:

@@ -1,0 +1,167 @@
+"""Load time of a run's live page for a run of 2,000 steps × 40 metrics, in headless chromium.
+
+    .venv/bin/python bench/page_load.py [--steps 2000] [--metrics 40] [--loads 10]
+
+Builds a throwaway database (SQLite under a temp dir), fills one run, starts daphne on a free port, logs
+in with Playwright (Debian's chromium) and loads /runs/<id>/ several times. Reports, per load: the
+server's response time, DOMContentLoaded, and "charts ready" (the page's mark once the health charts
+and the charts in view are drawn). Also the helpers of bench/ws_latency.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+NAMESPACES = ["actor", "critic", "response_length", "timing_s", "perf", "train", "val"]
+
+
+def setup_django(var: Path, redis_db: int = 12) -> dict[str, str]:
+    """Environment for this process and daphne; migrates a fresh SQLite database under ``var``."""
+    env = {
+        "DATABASE_URL": f"sqlite:///{var / 'bench.sqlite3'}",
+        "DAPO_VAR_DIR": str(var),
+        "REDIS_URL": os.environ.get("BENCH_REDIS_URL", f"redis://127.0.0.1:6379/{redis_db}"),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "platform")]),
+    }
+    os.environ.update(env)
+    sys.path[:0] = [str(REPO), str(REPO / "platform")]
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return {**os.environ, **env}
+
+
+def metric_names(n: int) -> list[str]:
+    fixed = ["critic/score/mean", "train/acc/mean", "actor/entropy", "response_length/mean",
+             "response_length/clip_ratio", "actor/pg_clipfrac", "actor/pg_clipfrac_lower",
+             "train/num_prompts_kept", "train/num_prompts_generated", "train/frac_all_correct",
+             "train/frac_all_wrong", "val/acc/mean@4"]  # fmt: skip
+    extra = [f"{NAMESPACES[i % len(NAMESPACES)]}/extra_{i}" for i in range(max(0, n - len(fixed)))]
+    return (fixed + extra)[:n]
+
+
+def make_run(steps: int, metrics: int, samples: int = 128) -> Any:
+    """A user ``bench`` (password ``bench-pass-123``) and one succeeded run with ``steps`` × ``metrics``."""
+    import math
+
+    from django.contrib.auth import get_user_model
+    from runs.models import MetricPoint, Run, Status
+
+    from dapo.presets import get_preset
+    from dapo.report import StepReport
+
+    sys.path.insert(0, str(REPO))
+    from tests.platform.support import sample
+
+    user = get_user_model().objects.create_user("bench", password="bench-pass-123")
+    run = Run.objects.create(owner=user, name="bench", config=get_preset("tiny_cpu").to_dict(),
+                             status=Status.SUCCEEDED, total_steps=steps)  # fmt: skip
+    names = metric_names(metrics)
+    points = [
+        MetricPoint(run=run, step=s, name=n, value=math.sin(s / 50 + i) + s / steps, wall_time=float(s))
+        for s in range(1, steps + 1)
+        for i, n in enumerate(names)
+    ]
+    MetricPoint.objects.bulk_create(points, batch_size=5000)
+    last = StepReport(step=steps, metrics={n: 0.5 for n in names}, samples=[sample(steps, i) for i in range(samples)])
+    run.record_step(last)
+    return run
+
+
+def start_daphne(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, int]:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"]
+    proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while "Listening on TCP address" not in log.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(log.read_text(errors="replace"))
+        time.sleep(0.2)
+    return proc, port
+
+
+def login(page: Any, base: str, username: str, password: str) -> None:
+    page.goto(f"{base}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/runs/")
+
+
+def measure(page: Any, url: str) -> dict[str, float]:
+    page.goto(url)
+    page.wait_for_function("window.__dapoReady !== undefined", timeout=30000)
+    return page.evaluate(
+        """() => { const n = performance.getEntriesByType('navigation')[0];
+                   return {response_ms: n.responseEnd - n.requestStart, dcl_ms: n.domContentLoadedEventEnd,
+                           ready_ms: window.__dapoReady, html_kb: n.transferSize / 1024}; }"""
+    )
+
+
+def shoot(page: Any, base: str, run_id: int, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, url in (("run", f"/runs/{run_id}/"), ("list", "/runs/"), ("new", "/runs/new/")):
+        page.goto(base + url)
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(folder / f"{name}.png"), full_page=name != "run")
+    page.goto(f"{base}/runs/{run_id}/")
+    page.click("#samples-body tr")
+    page.screenshot(path=str(folder / "sample.png"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--metrics", type=int, default=40)
+    parser.add_argument("--loads", type=int, default=10)
+    parser.add_argument("--screenshots", type=Path, help="also save screenshots of the pages into this folder")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="dapo-bench-") as tmp:
+        var = Path(tmp)
+        env = setup_django(var)
+        run = make_run(args.steps, args.metrics)
+        proc, port = start_daphne(env, var / "daphne.log")
+        base = f"http://127.0.0.1:{port}"
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                page = browser.new_page(viewport={"width": 1440, "height": 900})
+                login(page, base, "bench", "bench-pass-123")
+                results = [measure(page, f"{base}/runs/{run.pk}/") for _ in range(args.loads + 1)][1:]
+                if args.screenshots:
+                    shoot(page, base, run.pk, args.screenshots)
+                browser.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    print(f"run of {args.steps} steps x {args.metrics} metrics, {args.loads} loads (after one warm-up)")
+    for key in ("response_ms", "dcl_ms", "ready_ms"):
+        values = sorted(r[key] for r in results)
+        print(f"  {key:12s} median {statistics.median(values):7.0f} ms   max {values[-1]:7.0f} ms")
+    print(f"  html        {results[0]['html_kb']:.0f} KiB transferred")
+
+
+if __name__ == "__main__":
+    main()
