@@ -33,6 +33,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 def ensure_chromium(log_dir: Path) -> None:
     """Install Debian's chromium when it is missing and the machine allows it; never fatal."""
     if CHROMIUM.exists():
+        print(f"[chromium] using {CHROMIUM}")
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         print(

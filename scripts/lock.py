@@ -23,6 +23,7 @@ ROOT = envsetup.ROOT
 RUNTIME_IN = ROOT / "requirements.in"
 DEV_IN = ROOT / "requirements-dev.in"
 CLOSURE_HELPER = Path(__file__).with_name("lock_closure.py")
+LOG = ROOT / "var" / "log" / "pip-lock.log"
 NOT_PINNED = {"pip"}  # the venv brings its own; setuptools is pinned (torch needs >=77)
 HEADER = """\
 # {what}
@@ -39,10 +40,13 @@ def canonical(name: str) -> str:
 def build_venv(where: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
     python = where / "bin" / "python"
-    cmd = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q"]
+    cmd = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
     cmd += [*envsetup.pip_source_args(), "-r", str(RUNTIME_IN), "-r", str(DEV_IN)]
-    print("[lock] resolving requirements.in + requirements-dev.in in a fresh venv", flush=True)
-    subprocess.run(cmd, check=True)
+    LOG.parent.mkdir(parents=True, exist_ok=True)
+    print(f"[lock] resolving requirements.in + requirements-dev.in in a fresh venv (log: {LOG})", flush=True)
+    with LOG.open("w") as log:
+        if subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode != 0:
+            sys.exit(f"error: pip could not resolve the requirements; see {LOG}")
     return python
 
 
