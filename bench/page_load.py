@@ -79,7 +79,8 @@ def make_run(steps: int, metrics: int, samples: int = 128) -> Any:
         for i, n in enumerate(names)
     ]
     MetricPoint.objects.bulk_create(points, batch_size=5000)
-    last = StepReport(step=steps, metrics={n: 0.5 for n in names}, samples=[sample(steps, i) for i in range(samples)])
+    samples_ = [sample(steps, i) for i in range(samples)]
+    last = StepReport(step=steps, metrics={n: 0.5 for n in names}, samples=samples_)
     run.record_step(last)
     return run
 
@@ -134,7 +135,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--metrics", type=int, default=40)
     parser.add_argument("--loads", type=int, default=10)
-    parser.add_argument("--screenshots", type=Path, help="also save screenshots of the pages into this folder")
+    parser.add_argument("--screenshots", type=Path, help="save screenshots of the pages into this folder")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from django.db import OperationalError, connection
-from runs.events import publish, status_event, step_event
+from runs.events import Publisher, status_event, step_event
 from runs.models import Run
 
 from dapo.report import RunInfo, Sink, Status, StepReport
@@ -23,6 +23,7 @@ T = TypeVar("T")
 
 DB_RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)
 STOP_POLL_INTERVAL_S = 0.5
+PUBLISHER = Publisher()  # one event loop (and Redis connection) for the worker process
 
 
 def _drop_connection() -> None:
@@ -53,22 +54,22 @@ class PlatformSink(Sink):
 
     def on_start(self, info: RunInfo) -> None:
         with_db_retry(lambda: self.run.start(info), "recording the start")
-        publish(self.run.pk, status_event(self.run))
+        PUBLISHER.publish(self.run.pk, status_event(self.run))
 
     def on_step(self, report: StepReport) -> None:
         with_db_retry(lambda: self.run.record_step(report), f"writing step {report.step}")
         if not with_db_retry(lambda: self.run.renew_lease(self.worker_id), "renewing the lease"):
             self.lease_lost = True
         samples = report.samples or report.val_samples
-        publish(self.run.pk, step_event(self.run, report.step, report.metrics, samples))
+        PUBLISHER.publish(self.run.pk, step_event(self.run, report.step, report.metrics, samples))
 
     def on_checkpoint(self, step: int, path: str) -> None:
         with_db_retry(lambda: self.run.record_checkpoint(step, path), f"recording checkpoint {step}")
-        publish(self.run.pk, status_event(self.run))
+        PUBLISHER.publish(self.run.pk, status_event(self.run))
 
     def on_finish(self, status: Status, error: str | None = None) -> None:
         if with_db_retry(lambda: self.run.finish(status, error, worker_id=self.worker_id), "finishing"):
-            publish(self.run.pk, status_event(self.run))
+            PUBLISHER.publish(self.run.pk, status_event(self.run))
         else:
             log.warning(
                 "run %s: lease lost before finishing; leaving the status to its new owner", self.run.pk

@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from runs.configuring import build_config, validate_name
+from runs.events import publish, status_event
 from runs.models import Run, Sample, Status
 from runs.series import list_row, metric_series
 
@@ -139,6 +140,7 @@ class RunCancel(APIView):
     def post(self, request: Request, run_id: int) -> Response:
         run = visible_run(request, run_id)
         outcome = run.request_cancel()
+        publish(run.pk, status_event(run))
         return Response({"outcome": outcome, **RunSerializer(run).data})
 
 
@@ -150,6 +152,7 @@ class RunResume(APIView):
                 {"detail": "only a failed or cancelled run with a checkpoint can be resumed"},
                 status=status.HTTP_409_CONFLICT,
             )
+        publish(run.pk, status_event(run))
         return Response(RunSerializer(run).data)
 
 

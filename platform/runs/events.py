@@ -11,7 +11,9 @@ clients catch up from the database when they reconnect.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
 from typing import Any
 
@@ -29,6 +31,7 @@ def group_name(run_id: int) -> str:
 
 
 def publish(run_id: int, event: dict[str, Any]) -> bool:
+    """Send an event to the run's group from sync code (a view). False (logged) when it could not."""
     layer = get_channel_layer()
     if layer is None:
         return False
@@ -38,6 +41,39 @@ def publish(run_id: int, event: dict[str, Any]) -> bool:
         log.warning("could not publish %s event of run %s", event.get("type"), run_id, exc_info=True)
         return False
     return True
+
+
+class Publisher:
+    """Publishes from a long-running sync process (the worker) through one event loop kept in a daemon
+    thread. channels_redis keeps its Redis connections per event loop, so ``async_to_sync`` (a fresh loop
+    per call) would reconnect to Redis at every step; this keeps the connection and the latency low."""
+
+    def __init__(self, timeout_s: float = 5.0) -> None:
+        self.timeout_s = timeout_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def publish(self, run_id: int, event: dict[str, Any]) -> bool:
+        layer = get_channel_layer()
+        if layer is None:
+            return False
+        message = {"type": "run.event", "event": event}
+        try:
+            future = asyncio.run_coroutine_threadsafe(
+                layer.group_send(group_name(run_id), message), self._ensure_loop()
+            )
+            future.result(self.timeout_s)
+        except Exception:  # as publish(): the database has the data
+            log.warning("could not publish %s event of run %s", event.get("type"), run_id, exc_info=True)
+            return False
+        return True
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._loop.is_closed():
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, name="channel-publisher", daemon=True).start()
+            return self._loop
 
 
 def step_event(run: Run, step: int, metrics: dict[str, Any], samples: list[Any]) -> dict[str, Any]:

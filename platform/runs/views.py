@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from dapo.config import flatten
 from runs import forms
 from runs.configuring import build_config, validate_name
+from runs.events import publish, status_event
 from runs.models import Checkpoint, Run, Status
 from runs.series import PAGE_MAX_POINTS, list_row, metric_series, newest_samples
 
@@ -125,6 +126,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_for(request, run_id)
     outcome = run.request_cancel()
+    publish(run.pk, status_event(run))
     messages.info(
         request,
         {"cancelling": "Cancelling: the run stops at its next step boundary."}.get(
@@ -138,6 +140,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_for(request, run_id)
     if run.resume():
+        publish(run.pk, status_event(run))
         messages.info(
             request, f"Resumed from the checkpoint of step {run.last_checkpoint_step or run.fork_step}."
         )

@@ -14,7 +14,7 @@ from tests.platform.support import make_fake_assets
 
 
 @pytest.fixture(autouse=True)
-def _isolated_settings(settings: Any, tmp_path: Path) -> None:
+def isolated_settings(settings: Any, tmp_path: Path) -> None:
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     settings.DAPO_VAR_DIR = tmp_path / "var"
     settings.DAPO_RUNS_DIR = tmp_path / "var" / "runs"

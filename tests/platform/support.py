@@ -15,10 +15,10 @@ TEST_REDIS_DB = int(os.environ.get("DAPO_TEST_REDIS_DB", "13"))
 def use_test_environment() -> None:
     """Django settings for tests, and a dedicated Redis database so tests never touch real queues."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ["REDIS_URL"] = test_redis_url()
+    os.environ["REDIS_URL"] = redis_test_url()
 
 
-def test_redis_url() -> str:
+def redis_test_url() -> str:
     base = os.environ.get("DAPO_TEST_REDIS_BASE") or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     os.environ["DAPO_TEST_REDIS_BASE"] = base  # so a second call (another conftest) starts from the same URL
     parts = urlsplit(base)

@@ -16,6 +16,8 @@ from typing import Any
 
 from django.conf import settings
 
+from tests.platform.support import redis_test_url
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -35,7 +37,7 @@ def environment(var_dir: Path, **extra: str) -> dict[str, str]:
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),
-        "REDIS_URL": settings.REDIS_URL,
+        "REDIS_URL": redis_test_url(),  # never settings.REDIS_URL: Django may have been set up before
         "DAPO_VAR_DIR": str(var_dir),
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "platform")]),

@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 from runs import dispatch
 from runs.models import Checkpoint, MetricPoint, Run, Status
 
 from dapo.presets import get_preset
-from tests.platform.support import make_fake_assets
+from tests.platform.support import make_fake_assets, redis_test_url
 from tests.worker import stack
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(300)]
@@ -24,13 +23,13 @@ LEASE_SECONDS = 4
 
 
 @pytest.fixture(scope="module")
-def worker(django_db_setup: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def worker(django_db_setup: Any, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A Celery worker process for this module's tests; yields the folder its runs write into."""
     from config.celery import app
 
-    pytest.importorskip("redis").Redis.from_url(settings.REDIS_URL).ping()
-    app.conf.broker_url = settings.REDIS_URL  # the test Redis database, whatever was configured before
-    stack.flush_redis(settings.REDIS_URL)
+    url = redis_test_url()  # a database of its own: flushing it touches no real queue
+    app.conf.broker_url = url  # whatever settings.REDIS_URL was when Django was set up
+    stack.flush_redis(url)
     var = tmp_path_factory.mktemp("worker-var")
     env = stack.environment(
         var,
@@ -41,7 +40,7 @@ def worker(django_db_setup: Any, tmp_path_factory: pytest.TempPathFactory) -> An
     )
     with stack.celery_worker(env, var / "celery.log"):
         yield var
-    stack.flush_redis(settings.REDIS_URL)
+    stack.flush_redis(url)
 
 
 @pytest.fixture
@@ -132,8 +131,9 @@ def test_a_run_whose_worker_died_is_taken_over_and_resumed(worker, make_run):
 
 
 def test_a_cancelled_queued_run_is_never_started(worker, make_run):
-    run = make_run(steps=3)
-    run.request_cancel()
+    queued = make_run(steps=3)
+    run = Run.objects.create(owner=queued.owner, name="cancelled while queued", config=queued.config)
+    run.request_cancel()  # before its message reaches the worker
     dispatch.send("launch_run", run.pk)
     probe = final(make_run(steps=1))  # the worker has processed both messages once this one is done
     assert probe.status == Status.SUCCEEDED

@@ -308,11 +308,24 @@
       renderRun(ev.run);
     }
   }
+  // Data is merged at once; drawing waits for the next animation frame, so a burst of events (a
+  // catch-up, a fast run) costs one redraw, and a hidden tab draws nothing until it is shown again.
+  let pendingAdded = {}, pendingSamples = null, frameRequested = false;
   function apply(metrics, samples) {
-    const added = merge(metrics);
+    for (const [name, pts] of Object.entries(merge(metrics))) {
+      const p = pendingAdded[name] || (pendingAdded[name] = { steps: [], values: [] });
+      p.steps.push(...pts.steps); p.values.push(...pts.values);
+    }
+    if (samples && samples.length) pendingSamples = samples;
+    if (!frameRequested) { frameRequested = true; requestAnimationFrame(draw); }
+  }
+  function draw() {
+    frameRequested = false;
+    const added = pendingAdded, samples = pendingSamples;
+    pendingAdded = {}; pendingSamples = null;
     extendCharts(added);
     renderTiles();
-    renderSamples(samples);
+    if (samples) renderSamples(samples);
   }
 
   // ---- start -----------------------------------------------------------------------------------
