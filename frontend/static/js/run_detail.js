@@ -108,7 +108,8 @@
   }
   function traceOf(t, i) {
     const s = series.get(t.name);
-    return { x: s.steps.slice(), y: s.values.slice(), name: t.label, mode: "lines", type: "scatter",
+    return { x: s.steps.slice(), y: s.values.slice(), name: t.label, type: "scatter",
+      mode: lastStep < 40 ? "lines+markers" : "lines", marker: { size: 4 }, // a lone point must show
       line: { width: 1.6, color: COLORS[i % COLORS.length] }, hovertemplate: `${t.label}<br>step %{x}: %{y:.4g}<extra></extra>` };
   }
   function plot(chart) {
@@ -117,8 +118,10 @@
     const layout = { ...LAYOUT, title: { text: chart.title, font: { size: 12 }, x: 0.02 }, showlegend: bound.length > 1,
       legend: { orientation: "h", y: -0.25, font: { size: 10 } } };
     if (bound.length > 1) layout.height = 230;
+    layout.xaxis = { ...LAYOUT.xaxis, dtick: stepTick() };
     Plotly.newPlot(chart.el, bound.map(traceOf), layout, PLOT_CONFIG);
     chart.plotted = true;
+    chart.dtick = layout.xaxis.dtick;
   }
   // Draw charts only when they scroll near the viewport: 40+ charts at once would stall the page.
   const observer = new IntersectionObserver((entries) => {
@@ -142,6 +145,10 @@
       }
     }
     for (const [chart, u] of perChart) Plotly.extendTraces(chart.el, { x: u.x, y: u.y }, u.idx);
+    const dtick = stepTick(); // steps are integers: one tick per step while there are few
+    for (const chart of charts) {
+      if (chart.plotted && chart.dtick !== dtick) { chart.dtick = dtick; Plotly.relayout(chart.el, { "xaxis.dtick": dtick }); }
+    }
     // Metrics seen for the first time: new traces on plotted charts, new charts in their namespace.
     for (const chart of charts) {
       if (!chart.plotted) continue;
@@ -150,6 +157,8 @@
     }
     for (const name of Object.keys(added)) if (!namespaceCharts.has(name)) addMetricChart(name);
   }
+
+  function stepTick() { return lastStep <= 12 ? 1 : null; }
 
   const namespaceCharts = new Set();
   function namespaceOf(name) { return name.includes("/") ? name.split("/")[0] : "other"; }
@@ -183,6 +192,7 @@
     if (v === null || v === undefined) return "–";
     return Math.abs(v) >= 1000 ? v.toFixed(0) : Number(v).toFixed(digits);
   }
+  function pct(v) { return v === null || v === undefined ? "–" : `${Math.round(100 * v)}%`; }
   function duration(s) {
     if (s === null || s === undefined) return "–";
     s = Math.max(0, Math.round(s));
@@ -216,7 +226,7 @@
     for (const [label, match, digits] of TILES) {
       let value;
       if (label.startsWith("Kept")) value = `${fmt(latest("train/num_prompts_kept"), 0)} / ${fmt(latest("train/num_prompts_generated"), 0)}`;
-      else if (label.startsWith("All-")) value = `${fmt(latest("train/frac_all_correct"), 2)} / ${fmt(latest("train/frac_all_wrong"), 2)}`;
+      else if (label.startsWith("All-")) value = `${pct(latest("train/frac_all_correct"))} / ${pct(latest("train/frac_all_wrong"))}`;
       else value = fmt(latest(match), digits);
       const tile = document.createElement("div");
       tile.className = "tile";
