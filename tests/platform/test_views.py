@@ -161,3 +161,55 @@ def _config(run):
     from dapo.config import RunConfig
 
     return RunConfig.from_dict(run.config)
+
+
+def test_fork_starts_a_child_from_a_checkpoint_with_an_edited_config(
+    alice_client, alice_run, paths, queued, django_capture_on_commit_callbacks
+):
+    alice_run.record_checkpoint(2, "/ckpt/step_000002")
+    checkpoint = alice_run.record_checkpoint(4, "/ckpt/step_000004") or alice_run.checkpoints.get(step=4)
+    html = alice_client.get(f"/runs/new/?fork={alice_run.pk}").content.decode()
+    assert "Fork run" in html and "step 4" in html and "alice-demo (copy)" in html
+    form = _form(paths, **{"algorithm.clip_high": "0.35", "checkpoint": str(checkpoint.pk), "name": "forked"})
+    with django_capture_on_commit_callbacks(execute=True):
+        response = alice_client.post(f"/runs/new/?fork={alice_run.pk}", form)
+    child = Run.objects.get(name="forked")
+    assert response.status_code == 302
+    assert (child.parent_id, child.fork_step, child.source_checkpoint) == (
+        alice_run.pk,
+        4,
+        "/ckpt/step_000004",
+    )
+    assert child.config["algorithm"]["clip_high"] == 0.35 and queued[-1] == ("launch_run", child.pk)
+
+
+def test_a_fork_needs_a_checkpoint(alice_client, alice_run, paths, queued):
+    response = alice_client.post(f"/runs/new/?fork={alice_run.pk}", _form(paths, name="forked"))
+    assert response.status_code == 400 and "pick a checkpoint" in response.content.decode()
+    assert not Run.objects.filter(name="forked").exists()
+
+
+def test_resume_from_the_run_page_requeues_a_failed_run(
+    alice_client, alice_run, queued, django_capture_on_commit_callbacks
+):
+    alice_run.claim("w")
+    alice_run.record_checkpoint(3, "/ckpt/step_000003")
+    alice_run.finish("failed", "RuntimeError: worker lost", worker_id="w")
+    html = alice_client.get(f"/runs/{alice_run.pk}/").content.decode()
+    assert 'id="resume-form" ' in html and "RuntimeError: worker lost" in html
+    with django_capture_on_commit_callbacks(execute=True):
+        alice_client.post(f"/runs/{alice_run.pk}/resume/")
+    assert Run.objects.get(pk=alice_run.pk).status == Status.QUEUED and queued[-1] == (
+        "launch_run",
+        alice_run.pk,
+    )
+
+
+def test_the_api_token_page_creates_and_revokes_a_token(alice_client, alice):
+    from rest_framework.authtoken.models import Token
+
+    alice_client.post("/accounts/token/", {"action": "create"})
+    key = Token.objects.get(user=alice).key
+    assert key in alice_client.get("/accounts/token/").content.decode()
+    alice_client.post("/accounts/token/", {"action": "revoke"})
+    assert not Token.objects.filter(user=alice).exists()

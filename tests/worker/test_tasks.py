@@ -13,6 +13,7 @@ from django.utils import timezone
 from runs import dispatch
 from runs.models import Checkpoint, MetricPoint, Run, Status
 
+from dapo.config import RunConfig
 from dapo.presets import get_preset
 from tests.platform.support import make_fake_assets, redis_test_url
 from tests.worker import stack
@@ -138,3 +139,17 @@ def test_a_cancelled_queued_run_is_never_started(worker, make_run):
     probe = final(make_run(steps=1))  # the worker has processed both messages once this one is done
     assert probe.status == Status.SUCCEEDED
     assert Run.objects.get(pk=run.pk).status == Status.CANCELLED and invocations(worker, run) == []
+
+
+def test_a_fork_resumes_from_a_copy_of_its_parents_checkpoint(worker, make_run):
+    parent = final(make_run(steps=6, every=2))
+    checkpoint = parent.fork_checkpoint(3)  # the latest at or before step 3: step 2
+    config = RunConfig.from_dict(parent.config).with_overrides({"algorithm.clip_high": 0.35})
+    child = final(parent.fork(owner=parent.owner, name="fork", config=config, checkpoint=checkpoint))
+    assert child.status == Status.SUCCEEDED and child.fork_step == 2
+    assert invocations(worker, child) == [{**invocations(worker, child)[0], "resume": True, "start_step": 3}]
+    assert steps_of(child) == [3, 4, 5, 6]  # the child's own curve continues after the fork step
+    assert (worker / "runs" / str(child.pk) / "checkpoints" / "step_000002" / "trainer.json").is_file()
+    assert (
+        worker / "runs" / str(parent.pk) / "checkpoints" / "step_000002"
+    ).is_dir()  # the parent keeps its own
