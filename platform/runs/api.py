@@ -180,6 +180,8 @@ class RunSamples(generics.ListAPIView):
         samples = Sample.objects.filter(run=run)
         if (step := query_int(self.request, "step")) is not None:
             samples = samples.filter(step=step)
+        if (index := query_int(self.request, "index")) is not None:
+            samples = samples.filter(sample_index=index)
         if split := self.request.query_params.get("split"):
             if split not in ("train", "val"):
                 raise ValidationError({"split": "must be train or val"})

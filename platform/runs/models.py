@@ -386,6 +386,7 @@ class Sample(models.Model):
             "group": self.group,
             "prompt": self.prompt[:max_chars],
             "response": self.response[:max_chars],
+            "text_cut": len(self.prompt) > max_chars or len(self.response) > max_chars,
             "ground_truth": self.ground_truth[:200],
             "pred": self.pred[:200],
             "score": self.score,

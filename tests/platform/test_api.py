@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
-from runs.models import Run, Status
+from runs.models import Run, Sample, Status
 
 from tests.platform.support import report, sample
 
@@ -150,3 +150,13 @@ def test_the_openapi_schema_is_served(api):
     pytest.importorskip("drf_spectacular")
     response = api.get("/api/schema/")
     assert response.status_code == 200 and b"/api/runs/{run_id}/metrics/" in response.content
+
+
+def test_one_sample_in_full_by_step_split_and_index(api, alice_run):
+    long = "x" * 5000 + "\nAnswer: 2"
+    step = report(1, n_samples=0)
+    step.samples = [sample(1, i, response=long if i == 3 else "short") for i in range(5)]
+    alice_run.record_step(step)
+    (row,) = api.get(f"/api/runs/{alice_run.pk}/samples/?step=1&split=train&index=3").json()["results"]
+    assert row["response"] == long and row["sample_index"] == 3
+    assert Sample.objects.get(run=alice_run, sample_index=3).summary()["text_cut"] is True

@@ -276,6 +276,15 @@
     $("sd-prompt").textContent = s.prompt;
     $("sd-response").textContent = s.response;
     $("sample-dialog").showModal();
+    if (s.text_cut) loadFullSample(s); // live events carry cut texts; the API has them whole
+  }
+  async function loadFullSample(s) {
+    const q = new URLSearchParams({ step: s.step, split: s.split, index: s.sample_index });
+    try {
+      const resp = await fetch(`/api/runs/${runId}/samples/?${q}`, { headers: { Accept: "application/json" } });
+      const full = (await resp.json()).results[0];
+      if (full) { $("sd-prompt").textContent = full.prompt; $("sd-response").textContent = full.response; }
+    } catch (err) { /* the cut text stays */ }
   }
   $("samples-body").addEventListener("click", (e) => {
     const tr = e.target.closest("tr");

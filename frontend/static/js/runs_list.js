@@ -78,6 +78,7 @@
       $("live-indicator").dataset.state = "wait";
     }
   }
+  $("filter-status").addEventListener("change", () => $("filters").submit());
   render(JSON.parse($("runs-data").textContent));
   $("live-indicator").dataset.state = "live";
   setInterval(poll, POLL_MS);
