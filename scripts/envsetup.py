@@ -97,6 +97,8 @@ def pip_install(lock: Path) -> None:
     """Install one lock file (the dev lock includes the runtime one); the full log goes to var/log/."""
     PIP_LOG.parent.mkdir(parents=True, exist_ok=True)
     cmd = [str(venv_bin("python")), "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+    # No .pyc for all of torch and ray up front (2-3x faster); Python compiles what is imported, once.
+    cmd.append("--no-compile")
     cmd += [*pip_source_args(), "-r", str(lock)]
     print(f"[venv] installing {lock.name} (the first time takes a few minutes; log: {PIP_LOG})", flush=True)
     started = time.monotonic()
