@@ -154,6 +154,13 @@ class Supervisor:
         self.env.update(token, RAY_ADDRESS=f"127.0.0.1:{ports['--port']}")
         return ray
 
+    def start_web(self) -> str:
+        """Daphne on DAPO_HOST:DAPO_PORT; returns the URL to open."""
+        host, port = self.env.get("DAPO_HOST", "127.0.0.1"), self.web_port()
+        daphne = [str(VENV_BIN / "daphne"), "-b", host, "-p", str(port), "config.asgi:application"]
+        self.stack.start("web", daphne, self.env, cwd=ROOT, grace_s=10)
+        return f"http://{'127.0.0.1' if host in {'0.0.0.0', '::'} else host}:{port}"
+
     def web_port(self) -> int:
         port = int(self.env.get("DAPO_PORT", "8000"))
         if not port_busy(port):
@@ -175,15 +182,14 @@ class Supervisor:
         self.manage("migrate", "--noinput")
         if self.env.get("DJANGO_DEBUG", "true").lower() in {"0", "false", "no", "off"}:
             self.manage("collectstatic", "--noinput")
-        bootstrap_output = self.manage("bootstrap", *self.bootstrap_args, echo=True)
-        t = self.lap("migrate+bootstrap", t)
+        t = self.lap("migrate", t)
+        # Daphne and Celery spend seconds importing Django (and torch): they start while bootstrap runs.
+        url = self.start_web()
         if ray is not None:
             wait_until(partial(Stack.log_says, ray, "Ray runtime started"), "the Ray head", 60, self.stack)
         worker = self.stack.start("worker", celery_argv(self.stack.stack_id), self.env, cwd=ROOT, grace_s=15)
-        host, port = self.env.get("DAPO_HOST", "127.0.0.1"), self.web_port()
-        daphne = [str(VENV_BIN / "daphne"), "-b", host, "-p", str(port), "config.asgi:application"]
-        self.stack.start("web", daphne, self.env, cwd=ROOT, grace_s=10)
-        url = f"http://{'127.0.0.1' if host in {'0.0.0.0', '::'} else host}:{port}"
+        bootstrap_output = self.manage("bootstrap", *self.bootstrap_args, echo=True)
+        t = self.lap("bootstrap", t)
         wait_until(lambda: http_ok(url + LOGIN_PATH), "the login page answering", READY_TIMEOUT_S, self.stack)
         wait_until(partial(Stack.log_says, worker, " ready."), "the Celery worker", 60, self.stack)
         self.lap("services", t)
