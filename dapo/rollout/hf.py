@@ -1,0 +1,286 @@
+"""The torch/transformers rollout engine: our own KV-cached decode loop (not `model.generate`).
+
+Runs on CPU (the embedded default and the tests) and on CUDA. One `generate` call, per chunk of prompts:
+  1. prefill the P distinct prompts once, left-padded (attention mask + position ids), into a DynamicCache
+     whose layers write into preallocated buffers (`kv_cache.py`: no per-step concatenation);
+  2. repeat every cache row n times (the G samples of a prompt share the prefill: n x less prefill work);
+  3. decode one token per step for all live rows, sampling in one vectorised call (`logits.sample_tokens`);
+  4. feed rows that sampled EOS with pad, and drop them from the batch and the cache (compaction) once a
+     quarter of the batch has finished, so late steps only pay for the rows still generating; stop when
+     no row is left or max_new_tokens is reached.
+Randomness comes from one torch.Generator per call (seeded by `SamplingParams.seed`, else the engine's own),
+so the same seed, weights and prompts give the same samples on one device.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, check_prompts
+from dapo.rollout.kv_cache import new_cache
+from dapo.rollout.logits import sample_tokens
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def left_pad(
+    prompts: Sequence[Sequence[int]], pad_token_id: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Left-pad prompts into a batch.
+
+    Returns:
+        ids (P, L) int64, attention mask (P, L) int64 (1 = real token), position ids (P, L) int64 that
+        count real tokens only (0 on padding), with L the longest prompt.
+    """
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad_token_id] * (width - len(p)) + list(p) for p in prompts], device=device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    positions = (mask.cumsum(-1) - 1).clamp_min(0)  # (P, L)
+    return ids, mask, positions
+
+
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """Switch a (possibly shared, training) model to eval for the block, then restore its mode."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+@contextmanager
+def attention(model: nn.Module, implementation: str | None) -> Iterator[None]:
+    """Run the block with another attention implementation of `model` (e.g. "eager"), then restore it."""
+    current = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    set_implementation = getattr(model, "set_attn_implementation", None)
+    if implementation is None or implementation == current or set_implementation is None:
+        yield
+        return
+    set_implementation(implementation)
+    try:
+        yield
+    finally:
+        set_implementation(current)
+
+
+class HFEngine(RolloutEngine):
+    """Rollouts with a transformers causal LM and our own KV-cached sampling loop.
+
+    Args:
+        model: a causal LM to SHARE (colocated with the learner); its device and dtype are used as-is.
+        model_path: a local HF model directory, loaded when `model` is None.
+        eos_token_ids: ids that end a sample (any of them).
+        pad_token_id: id used for left padding (never attended to).
+        device, dtype: where and how to load `model_path` ("float32" | "bfloat16" | "float16").
+        seed: seed of the engine RNG used when a call passes no seed.
+        max_batch_size: most rows (prompts x n) decoded at once; larger calls are chunked by prompt.
+        compact_threshold: drop finished rows from the batch and KV cache once this fraction of the
+            batch has finished (0 = at every EOS; 1 = never, finished rows are fed pad until the end).
+        kv_buffer: preallocate the KV cache of full-attention layers (no per-step concatenation).
+        attn_implementation: attention kernel while generating; None = "eager" on CPU (single-token
+            decode steps run ~2x faster than with "sdpa" there) and the model's own on other devices.
+    """
+
+    name = "hf"
+
+    def __init__(
+        self,
+        *,
+        model: nn.Module | None = None,
+        model_path: str | None = None,
+        eos_token_ids: Sequence[int],
+        pad_token_id: int,
+        device: str | torch.device = "cpu",
+        dtype: str = "float32",
+        seed: int = 0,
+        max_batch_size: int | None = None,
+        compact_threshold: float = 0.25,
+        kv_buffer: bool = True,
+        attn_implementation: str | None = None,
+    ) -> None:
+        if not eos_token_ids:
+            raise ValueError("eos_token_ids must name at least one token id")
+        if not 0.0 <= compact_threshold <= 1.0:
+            raise ValueError(f"compact_threshold must be in [0, 1], got {compact_threshold}")
+        if max_batch_size is not None and max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self._owns_model = model is None
+        self.model = model if model is not None else _load_model(model_path, device, dtype)
+        self.device = next(self.model.parameters()).device
+        self.eos_token_ids = sorted(set(int(t) for t in eos_token_ids))
+        self.pad_token_id = int(pad_token_id)
+        self.max_batch_size = max_batch_size
+        self.compact_threshold = compact_threshold
+        self.kv_buffer = kv_buffer
+        self.attn_implementation = attn_implementation or ("eager" if self.device.type == "cpu" else None)
+        self._eos = torch.tensor(self.eos_token_ids, device=self.device)
+        self._generator = torch.Generator(device=self.device).manual_seed(seed)
+        forward_args = inspect.signature(self.model.forward).parameters
+        # transformers >= 5.x names the cache argument `cache`; 4.x names it `past_key_values`.
+        self._cache_kw = "cache" if "cache" in forward_args else "past_key_values"
+        self._keep_last = {"logits_to_keep": 1} if "logits_to_keep" in forward_args else {}
+        self._asleep = False
+
+    # ---- the RolloutEngine interface -------------------------------------------------------------
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+        """See `RolloutEngine.generate`; chunks by prompt when max_batch_size is set."""
+        check_prompts(prompts)
+        self.wake_up()
+        generator = self._generator
+        if params.seed is not None:
+            generator = torch.Generator(device=self.device).manual_seed(params.seed)
+        per_chunk = len(prompts) if self.max_batch_size is None else max(1, self.max_batch_size // params.n)
+        completions: list[Completion] = []
+        with torch.inference_mode(), eval_mode(self.model), attention(self.model, self.attn_implementation):
+            for start in range(0, len(prompts), per_chunk):
+                chunk = prompts[start : start + per_chunk]
+                completions.extend(self._generate_chunk(chunk, params, generator))
+        return completions
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """Copy new weights in; a no-op when `state_dict` is the shared model's own tensors."""
+        self.wake_up()
+        own = self.model.state_dict()
+        if state_dict and all(k in own and v.data_ptr() == own[k].data_ptr() for k, v in state_dict.items()):
+            return
+        with torch.no_grad():
+            result = self.model.load_state_dict(dict(state_dict), strict=False)
+        if result.unexpected_keys:
+            raise ValueError(f"update_weights: unknown parameter names {sorted(result.unexpected_keys)[:5]}")
+        loaded = {own[k].data_ptr() for k in state_dict if k in own}
+        missing = [k for k in result.missing_keys if own[k].data_ptr() not in loaded]  # tied aliases are fine
+        if missing:
+            raise ValueError(f"update_weights: missing parameters {sorted(missing)[:5]}")
+
+    def sleep(self) -> None:
+        """On CUDA, move an owned model to host memory and release the cache; a shared model stays put."""
+        if self.device.type != "cuda":
+            return
+        if self._owns_model and not self._asleep:
+            self.model.to("cpu")
+            self._asleep = True
+        torch.cuda.empty_cache()
+
+    def wake_up(self) -> None:
+        """Bring an owned model back to its device after `sleep` (cheap no-op otherwise)."""
+        if self._asleep:
+            self.model.to(self.device)
+            self._asleep = False
+
+    def close(self) -> None:
+        """Drop the engine's reference to the model (a shared model lives on with its owner)."""
+        self.model = None  # type: ignore[assignment]
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    # ---- the decode loop -------------------------------------------------------------------------
+
+    def _generate_chunk(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams, generator: torch.Generator
+    ) -> list[Completion]:
+        """Prefill each prompt once, repeat its cache rows n times, decode; rows ordered prompt-major."""
+        ids, mask, positions = left_pad(prompts, self.pad_token_id, self.device)  # (P, L) each
+        cache = new_cache(self.model, ids.shape[1] + params.max_new_tokens if self.kv_buffer else None)
+        logits = self._forward(ids, mask, positions, cache)  # (P, V)
+        n = params.n
+        if n > 1:
+            cache.batch_repeat_interleave(n)
+            logits, mask = logits.repeat_interleave(n, dim=0), mask.repeat_interleave(n, dim=0)  # (P*n, ...)
+        next_pos = mask.sum(-1)  # (P*n,) the position of the first generated token
+        tokens, logprobs, lengths = self._decode(logits, mask, next_pos, cache, params, generator)
+        return self._completions(tokens, logprobs, lengths)
+
+    def _decode(
+        self,
+        logits: torch.Tensor,
+        mask: torch.Tensor,
+        next_pos: torch.Tensor,
+        cache: object,
+        params: SamplingParams,
+        generator: torch.Generator,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Decode all rows; finished rows are fed pad until enough of them are dropped at once.
+
+        Dropping rows copies every layer's cache, so it pays only once a fraction `compact_threshold`
+        of the batch has finished (measured: compacting at every EOS is slower when few rows stop).
+        Args:
+            logits: (R, V) logits of the first generated token; mask: (R, L); next_pos: (R,).
+        Returns:
+            tokens (R, T) int64, logprobs (R, T) float32, lengths (R,) int64 (valid prefix of each row).
+        """
+        num_rows, max_new = logits.shape[0], params.max_new_tokens
+        tokens = torch.full((num_rows, max_new), self.pad_token_id, dtype=torch.long, device=self.device)
+        logprobs = torch.zeros((num_rows, max_new), dtype=torch.float32, device=self.device)
+        lengths = torch.full((num_rows,), max_new, dtype=torch.long, device=self.device)
+        rows = torch.arange(num_rows, device=self.device)  # (B,) original row of each batch row
+        alive = torch.ones(num_rows, dtype=torch.bool, device=self.device)  # (B,)
+        for step in range(max_new):
+            token, token_logp = sample_tokens(
+                logits, params.temperature, params.top_k, params.top_p, generator
+            )
+            token = token.masked_fill_(~alive, self.pad_token_id)
+            tokens[rows, step], logprobs[rows, step] = token, token_logp
+            finished = alive & torch.isin(token, self._eos)  # (B,)
+            lengths[rows[finished]] = step + 1
+            alive &= ~finished
+            num_alive = int(alive.sum())
+            if num_alive == 0 or step == max_new - 1:
+                break
+            if num_alive < alive.numel() and num_alive <= (1.0 - self.compact_threshold) * alive.numel():
+                keep = alive.nonzero().squeeze(1)  # (B',) compaction: drop finished rows everywhere
+                cache.batch_select_indices(keep)  # type: ignore[attr-defined]
+                rows, token, mask, next_pos, alive = (t[keep] for t in (rows, token, mask, next_pos, alive))
+            mask = torch.cat([mask, alive.long().unsqueeze(1)], dim=1)  # (B, L + step + 1)
+            logits = self._forward(token.unsqueeze(1), mask, next_pos.unsqueeze(1), cache)
+            next_pos = next_pos + 1
+        return tokens, logprobs, lengths
+
+    def _completions(
+        self, tokens: torch.Tensor, logprobs: torch.Tensor, lengths: torch.Tensor
+    ) -> list[Completion]:
+        """Cut each row (R, T) at its length and label it "eos" or "length" (one transfer to host)."""
+        eos = set(self.eos_token_ids)
+        out = []
+        for row_tokens, row_logprobs, length in zip(
+            tokens.tolist(), logprobs.tolist(), lengths.tolist(), strict=True
+        ):
+            ids = row_tokens[:length]
+            out.append(Completion(ids, row_logprobs[:length], "eos" if ids[-1] in eos else "length"))
+        return out
+
+    def _forward(
+        self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: object
+    ) -> torch.Tensor:
+        """One cached forward pass; returns the (B, V) logits of the last position of each row."""
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            **{self._cache_kw: cache},
+            **self._keep_last,
+        )
+        return out.logits[:, -1, :]
+
+
+def _load_model(model_path: str | None, device: str | torch.device, dtype: str) -> nn.Module:
+    """Load a causal LM from a local directory (never from a hub) onto `device` in `dtype`."""
+    if model_path is None:
+        raise ValueError("the hf engine needs `model` (an nn.Module) or `model_path` (a local directory)")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    from transformers import AutoModelForCausalLM
+
+    model: nn.Module = AutoModelForCausalLM.from_pretrained(
+        model_path, local_files_only=True, dtype=DTYPES[dtype]
+    )
+    model.to(device)
+    return model.eval()
