@@ -108,3 +108,25 @@ def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.2) -
             return result
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def wait_for_other_sessions_to_leave(timeout: float = 15) -> None:
+    """PostgreSQL: wait until the stopped subprocesses' sessions are gone, so the test database can be
+    dropped at the end of the run (PostgreSQL notices a closed socket a moment after the process exits)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    sql = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+
+    def alone() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+            return cursor.fetchone()[0] == 0
+
+    try:
+        wait_for(alone, timeout, "the subprocesses' database sessions to close")
+    except AssertionError:
+        pass  # teardown then warns; the tests themselves have passed or failed already

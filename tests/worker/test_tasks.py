@@ -41,6 +41,7 @@ def worker(django_db_setup: Any, redis_url: str, tmp_path_factory: pytest.TempPa
     )
     with stack.celery_worker(env, var / "celery.log"):
         yield var
+    stack.wait_for_other_sessions_to_leave()
     stack.flush_redis(url)
 
 
