@@ -97,11 +97,15 @@ def kill_pids(pids: list[int], sig: signal.Signals) -> None:
             pass
 
 
-def tail(path: Path, lines: int = 25) -> str:
+def tail(path: Path, lines: int = 25, start: int = 0) -> str:
+    """The last `lines` lines of a log, from byte `start` on (where this run's output begins)."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        with path.open("rb") as log:
+            log.seek(start)
+            text = log.read().decode(errors="replace")
     except OSError:
         return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(nothing logged)"
 
 
 class Stack:
@@ -149,7 +153,7 @@ class Stack:
         if dead is not None:
             raise ServiceDied(
                 f"{dead.name} exited with code {dead.process.returncode}; last lines of {dead.log_path}:\n"
-                + tail(dead.log_path)
+                + tail(dead.log_path, start=dead.log_start)
             )
 
     def stop(self, service: Service, hurry: Callable[[], bool] = lambda: False) -> None:
