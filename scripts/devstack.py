@@ -3,8 +3,9 @@
     python3.11 -m scripts.devstack
 
 Steps: install the lock into .venv (skipped when unchanged) → Redis (reused when one answers on
-REDIS_URL) → a private Ray head → migrate + bootstrap (first user, demo model and dataset) → Celery
-worker → Daphne → wait for the login page → print the URL and the credentials → supervise.
+REDIS_URL) → a private Ray head → migrate → Daphne and the Celery worker, which start while bootstrap
+(first user, demo model and dataset) runs → wait for the login page → print the URL and the credentials
+→ supervise until a signal or a dead service, then stop everything in reverse order.
 Each service logs to var/log/<name>.log. Environment: see README.md, "Configuration".
 """
 
