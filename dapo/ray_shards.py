@@ -1,0 +1,93 @@
+"""How the Ray backend splits a step's work over workers and merges the results (pure; no Ray, no torch).
+
+* Prompts and log-prob rows: contiguous, near-equal shards (``split_evenly``), results concatenated in order,
+  so the G samples of a prompt stay contiguous (the group invariant).
+* Sampling seeds: shard i of W gets ``shard_seed(seed, i, W)``; one shard keeps the seed itself.
+* The update: every mini-batch is cut into W contiguous shards, one per learner; shorter shards are padded
+  with loss-masked copies of a row, so every learner runs the same number of micro-batches (and so the same
+  number of DDP gradient all-reduces: a learner with fewer would leave the others waiting forever). Masked
+  rows add exactly zero to the loss and gradient. Each shard carries the mini-batch's GLOBAL token and
+  sequence counts, so the sum over learners of their losses is the one-process loss (exact token mean).
+"""
+
+from __future__ import annotations
+
+from dapo.actor import UpdateBatch
+
+SEED_STRIDE = 104_729
+"""A prime: shard seeds of one call never collide with the trainer's seeds of other steps or rounds."""
+REPLICATED_METRICS = ("actor/grad_norm", "actor/lr")
+"""Metrics every learner computes identically (after DDP's all-reduce): taken from rank 0, not summed."""
+
+
+def split_evenly(n: int, parts: int) -> list[range]:
+    """``parts`` contiguous ranges covering range(n); sizes differ by at most one, the larger come first."""
+    base, extra = divmod(n, parts)
+    out, start = [], 0
+    for i in range(parts):
+        size = base + (i < extra)
+        out.append(range(start, start + size))
+        start += size
+    return out
+
+
+def shard_seed(seed: int | None, index: int, shards: int) -> int | None:
+    """Sampling seed of shard ``index`` of ``shards``: the seed itself for a single shard (so one worker
+    draws what one process draws), else a distinct seed per shard (deterministic for a fixed count)."""
+    if seed is None or shards == 1:
+        return seed
+    return (seed + SEED_STRIDE * (index + 1)) % (2**31)
+
+
+def shard_update(batch: UpdateBatch, parts: int) -> list[tuple[UpdateBatch, list[int]]]:
+    """One (UpdateBatch, global row of each shard row, -1 for padding) per learner; see the module doc."""
+    if parts == 1:
+        return [(batch, list(range(len(batch.prompts))))]
+    sources: list[list[int]] = [[] for _ in range(parts)]  # the global row each shard row copies
+    real: list[list[bool]] = [[] for _ in range(parts)]  # False: a loss-masked padding row
+    for mb in sorted(set(batch.minibatch)):
+        rows = [i for i, m in enumerate(batch.minibatch) if m == mb]
+        pieces = [rows[r.start : r.stop] for r in split_evenly(len(rows), parts)]
+        width = len(pieces[0])
+        for src, ok, piece in zip(sources, real, pieces, strict=True):
+            src.extend(piece + [rows[0]] * (width - len(piece)))
+            ok.extend([True] * len(piece) + [False] * (width - len(piece)))
+    return [
+        (_take(batch, src, ok), [i if keep else -1 for i, keep in zip(src, ok, strict=True)])
+        for src, ok in zip(sources, real, strict=True)
+    ]
+
+
+def _take(batch: UpdateBatch, src: list[int], real: list[bool]) -> UpdateBatch:
+    wanted = set(batch.ratio_rows)
+    return UpdateBatch(
+        prompts=[batch.prompts[i] for i in src],
+        responses=[batch.responses[i] for i in src],
+        advantages=[batch.advantages[i] if ok else 0.0 for i, ok in zip(src, real, strict=True)],
+        old_logprobs=[batch.old_logprobs[i] for i in src],
+        loss_mask=[batch.loss_mask[i] and ok for i, ok in zip(src, real, strict=True)],
+        minibatch=[batch.minibatch[i] for i in src],
+        minibatch_tokens=dict(batch.minibatch_tokens),
+        minibatch_seqs=dict(batch.minibatch_seqs),
+        ratio_rows=[j for j, (i, ok) in enumerate(zip(src, real, strict=True)) if ok and i in wanted],
+    )
+
+
+def merge_updates(
+    results: list[tuple[dict[str, float], dict[int, list[float]]]], rows: list[list[int]]
+) -> tuple[dict[str, float], dict[int, list[float]]]:
+    """Combine the learners' (metrics, ratios) into the one-process result.
+
+    Each learner's metrics are its micro-batches' shares of the global mini-batch mean (losses divided by
+    the global counts, token metrics weighted by their share of the global tokens), so they add up;
+    grad norm and lr are the same on every learner. Ratios are keyed back to global rows.
+    """
+    metrics: dict[str, float] = {}
+    for key in results[0][0]:
+        values = [m.get(key, 0.0) for m, _ in results]
+        metrics[key] = values[0] if key in REPLICATED_METRICS else sum(values)
+    ratios: dict[int, list[float]] = {}
+    for (_, shard_ratios), shard_rows in zip(results, rows, strict=True):
+        for local, ratio in shard_ratios.items():
+            ratios[shard_rows[local]] = ratio
+    return metrics, ratios

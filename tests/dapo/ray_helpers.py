@@ -1,0 +1,251 @@
+"""Helpers of the Ray backend tests: a tiny model and dataset, a tiny run config, a recording sink, and a
+real two-node Ray cluster on this machine that stops only what it started.
+
+Also a command line, the controller of the two-node test (it runs in its own process, so its Ray
+connection and authentication settings never mix with those of the test process):
+
+    python -m tests.dapo.ray_helpers two-node --root DIR     # RAY_ADDRESS points at the cluster
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from dapo.config import (
+    AlgorithmConfig,
+    CheckpointConfig,
+    DataConfig,
+    ExecutionConfig,
+    ModelConfig,
+    OptimConfig,
+    RolloutConfig,
+    RunConfig,
+    ValidationConfig,
+)
+from dapo.report import Sink, StepReport
+
+REPO = Path(__file__).resolve().parents[2]
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def build_tiny_assets(root: Path) -> tuple[Path, Path]:
+    """The demo's tokenizer and an untrained demo-shaped Llama (seed 0) under root/model, and 32 arithmetic
+    problems under root/train.parquet. Returns (model dir, parquet path)."""
+    from dapo.data import write_parquet
+    from dapo.demo import build_model, build_tokenizer, make_arithmetic_problems
+
+    model_dir, data = root / "model", root / "train.parquet"
+    if not (model_dir / "config.json").is_file():
+        tokenizer = build_tokenizer()
+        model = build_model(tokenizer, seed=0)
+        model.save_pretrained(model_dir, safe_serialization=True)
+        tokenizer.save_pretrained(model_dir)
+        write_parquet(make_arithmetic_problems(32, seed=1), data)
+    return model_dir, data
+
+
+def tiny_config(root: Path, *, steps: int = 2, **execution: Any) -> RunConfig:
+    """A run that takes seconds: 4 prompts x 4 samples per step, 16 new tokens, two mini-batches of 8 rows
+    in micro-batches of 3 (uneven on purpose), no dynamic sampling (an untrained model never answers)."""
+    model_dir, data = build_tiny_assets(root)
+    defaults = {"backend": "ray", "cpus_per_worker": 0.5, "torch_threads": 1}
+    return RunConfig(
+        model=ModelConfig(path=str(model_dir), dtype="float32", device="cpu"),
+        data=DataConfig(
+            train_path=str(data), val_path="", max_prompt_length=64, train_batch_size=4, gen_batch_size=4
+        ),  # fmt: skip
+        rollout=RolloutConfig(engine="hf", n=4, max_response_length=16),
+        algorithm=AlgorithmConfig(dynamic_sampling=False, overlong_buffer_len=4),
+        optim=OptimConfig(lr=1e-3, warmup_steps=0, mini_batch_size=2, micro_batch_size=3, total_steps=steps),
+        validation=ValidationConfig(every_n_steps=0),
+        checkpoint=CheckpointConfig(every_n_steps=0, keep_last=1),
+        execution=ExecutionConfig(**{**defaults, **execution}),
+        seed=3,
+    )
+
+
+def local_twin(config: RunConfig) -> RunConfig:
+    """The same run on the one-process backend."""
+    return replace(config, execution=replace(config.execution, backend="local"))
+
+
+class RecordingSink(Sink):
+    """Keeps every step report; ``on_step_hook(report)`` runs after each (to kill an actor mid-run)."""
+
+    def __init__(self, on_step_hook: Any = None) -> None:
+        self.reports: list[StepReport] = []
+        self.finished: tuple[str, str | None] | None = None
+        self.on_step_hook = on_step_hook
+
+    def on_step(self, report: StepReport) -> None:
+        self.reports.append(report)
+        if self.on_step_hook is not None:
+            self.on_step_hook(report)
+
+    def on_finish(self, status: str, error: str | None = None) -> None:  # type: ignore[override]
+        self.finished = (status, error)
+
+
+class TwoNodeCluster:
+    """``ray start --head`` plus a second ``ray start --address`` (custom resource ``node2``), each with
+    its own free ports and 2 CPUs, in their own process groups; ``stop()`` kills exactly those groups
+    (``ray stop`` would kill every Ray on the machine)."""
+
+    def __init__(self, temp_dir: Path) -> None:
+        import secrets
+
+        from dapo.ray_cluster import free_port
+
+        self.temp_dir = temp_dir
+        self.ip = _node_ip()
+        self.port = free_port()
+        assert self.port != 6379
+        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
+                    "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}  # fmt: skip
+        self.env.pop("RAY_ADDRESS", None)
+        self.procs: list[subprocess.Popen] = []
+        self._worker_ports = iter(range(free_port() % 20000 + 30000, 65000, 20))
+
+    @property
+    def address(self) -> str:
+        return f"{self.ip}:{self.port}"
+
+    def start(self) -> None:
+        from dapo.ray_cluster import free_port
+
+        self._launch(
+            "head",
+            [
+                "--head",
+                "--port",
+                str(self.port),
+                "--include-dashboard",
+                "false",
+                "--dashboard-port",
+                str(free_port()),
+            ],
+        )
+        self._wait_for_nodes(1)
+        self._launch("node2", ["--address", self.address, "--resources", '{"node2": 2}'])
+        self._wait_for_nodes(2)
+
+    def _launch(self, name: str, args: list[str]) -> None:
+        from dapo.ray_cluster import free_port
+
+        low = next(self._worker_ports)
+        cmd = [RAY, "start", "--block", *args, "--node-ip-address", self.ip, "--num-cpus", "2",
+               "--temp-dir", str(self.temp_dir), "--disable-usage-stats",
+               "--node-manager-port", str(free_port()), "--object-manager-port", str(free_port()),
+               "--dashboard-agent-listen-port", str(free_port()), "--metrics-export-port", str(free_port()),
+               "--runtime-env-agent-port", str(free_port()),
+               "--min-worker-port", str(low), "--max-worker-port", str(low + 19)]  # fmt: skip
+        log = open(self.temp_dir.parent / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        self.procs.append(
+            subprocess.Popen(
+                cmd, env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        )
+
+    def _wait_for_nodes(self, count: int, timeout_s: float = 60.0) -> None:
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if any(p.poll() is not None for p in self.procs):
+                raise RuntimeError(f"ray start exited; see the logs in {self.temp_dir.parent}")
+            if self.alive_nodes() >= count:
+                return
+            time.sleep(1.0)
+        raise TimeoutError(f"{count} Ray node(s) not up within {timeout_s} s")
+
+    def alive_nodes(self) -> int:
+        """Active nodes, from ``ray status`` (which reads the GCS; ``ray list`` would need a dashboard)."""
+        out = subprocess.run([RAY, "status", "--address", self.address], env=self.env, capture_output=True,
+                             text=True)  # fmt: skip
+        active = out.stdout.split("Active:")[-1].split("Pending:")[0] if "Active:" in out.stdout else ""
+        return sum(int(m) for m in re.findall(r"^\s*(\d+) node_", active, flags=re.MULTILINE))
+
+    def stop(self) -> None:
+        """SIGTERM each process group we started, SIGKILL what is left after 5 s."""
+        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            for p in self.procs:
+                _killpg(p.pid, sig)
+            deadline = time.time() + wait
+            while time.time() < deadline and any(_group_alive(p.pid) for p in self.procs):
+                time.sleep(0.2)
+        for p in self.procs:
+            p.wait(timeout=5)
+
+    def leftover_pids(self) -> list[int]:
+        return [p.pid for p in self.procs if _group_alive(p.pid)]
+
+
+def _node_ip() -> str:
+    # Ray rewrites 127.0.0.1 in an address to the machine's routable IP, so the nodes must use that one.
+    from ray.util import get_node_ip_address
+
+    return get_node_ip_address()
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def two_node_controller(root: Path) -> dict[str, Any]:
+    """Two DAPO steps on RAY_ADDRESS's cluster, two learners and two rollout workers spread over the nodes;
+    returns where each worker ran and the run's outcome."""
+    from dapo.ray_backend import RayBackend
+    from dapo.trainer import Trainer
+
+    config = tiny_config(root, num_learner_workers=2, num_rollout_workers=2, colocate=False)
+    backend = RayBackend(config, placement="STRICT_SPREAD")
+    try:
+        import ray
+
+        sink = RecordingSink()
+        result = Trainer(config, root / "run", [sink], backend=backend).fit()
+        return {
+            "status": result.status,
+            "error": result.error,
+            "steps": [r.step for r in sink.reports],
+            "losses": [r.metrics.get("actor/pg_loss") for r in sink.reports],
+            "placement": backend.placement(),
+            "nodes": [n["NodeID"] for n in ray.nodes() if n["Alive"]],
+            "checksums": ray.get([a.weights_checksum.remote() for a in backend.learners + backend.rollouts]),
+        }
+    finally:
+        backend.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["two-node"])
+    parser.add_argument("--root", type=Path, required=True)
+    args = parser.parse_args(argv)
+    print("RESULT " + json.dumps(two_node_controller(args.root)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,160 @@
+"""The Ray backend on a local Ray (started once for this module, as a run with RAY_ADDRESS unset would):
+where it starts, determinism against the one-process backend, DDP over uneven shards, and recovery from
+a rollout worker or a learner that dies mid-run. Tiny model and batches: each test takes seconds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from dapo.backends import LocalBackend  # noqa: E402
+from dapo.ray_backend import RayBackend  # noqa: E402
+from dapo.ray_cluster import RayConnection, connect, ray_temp_dir  # noqa: E402
+from dapo.report import StepReport  # noqa: E402
+from dapo.trainer import Trainer  # noqa: E402
+from tests.dapo.ray_helpers import RecordingSink, local_twin, tiny_config  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RayConnection, Path]]:
+    """A local Ray started by dapo.ray_cluster.connect() with RAY_ADDRESS unset, HOME pointed at an empty
+    folder (to see whether anything is written there) and DAPO_VAR_DIR at a temporary var/."""
+    if ray.is_initialized():
+        pytest.skip("this process already joined a Ray cluster")
+    root = tmp_path_factory.mktemp("ray")
+    with pytest.MonkeyPatch.context() as mp:
+        for key in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+            mp.delenv(key, raising=False)
+        mp.setenv("HOME", str(root / "home"))
+        mp.setenv("DAPO_VAR_DIR", str(root / "var"))
+        (root / "home").mkdir()
+        connection = connect()
+        try:
+            yield connection, root
+        finally:
+            connection.close()
+
+
+@pytest.fixture(scope="module")
+def assets(local_ray: tuple[RayConnection, Path]) -> Path:
+    return local_ray[1] / "assets"
+
+
+def fit(config, out_dir: Path, backend, hook=None) -> tuple[RecordingSink, object]:
+    sink = RecordingSink(hook)
+    result = Trainer(config, out_dir, [sink], backend=backend).fit()
+    assert sink.finished == ("succeeded", None), sink.finished
+    return sink, result
+
+
+def checksum(model) -> float:
+    return float(sum(p.detach().double().sum() for p in model.parameters()))
+
+
+def test_a_local_ray_starts_under_var_on_a_free_port_and_writes_nothing_to_home(local_ray) -> None:
+    connection, root = local_ray
+    assert connection.started_local and connection.owns_init
+    port = int(connection.address.rsplit(":", 1)[1])
+    assert port != 6379
+    assert ray_temp_dir() == root / "var" / "ray" and any((root / "var" / "ray").glob("session_*"))
+    assert ray.cluster_resources()["CPU"] == os.cpu_count()
+    assert not any((root / "home").iterdir()), "a local Ray wrote into the home directory"
+
+
+def test_one_ray_worker_draws_the_same_samples_and_losses_as_one_process(assets, tmp_path) -> None:
+    config = tiny_config(assets)
+    local = LocalBackend(local_twin(config))
+    on_ray = RayBackend(config)
+    try:
+        local_sink, _ = fit(local_twin(config), tmp_path / "local", local)
+        ray_sink, _ = fit(config, tmp_path / "ray", on_ray)
+        ray_sum = ray.get(on_ray.learners[0].weights_checksum.remote())
+    finally:
+        on_ray.close()
+    assert [r.step for r in ray_sink.reports] == [1, 2]
+    for ours, theirs in zip(local_sink.reports, ray_sink.reports, strict=True):
+        assert [s.response for s in ours.samples] == [s.response for s in theirs.samples]
+        assert [s.reward for s in ours.samples] == [s.reward for s in theirs.samples]
+        for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "actor/ppo_kl"):
+            assert theirs.metrics[key] == pytest.approx(ours.metrics[key], rel=1e-5, abs=1e-7), key
+    assert ray_sum == pytest.approx(checksum(local.actor.model), rel=1e-6)
+
+
+def test_two_learners_on_uneven_shards_update_like_one_process(assets, tmp_path) -> None:
+    """Mini-batches of 3 rows over 2 learners (2 + 1 padded), split mode so that one rollout worker draws
+    the one-process samples: DDP with the global counts gives the one-process update."""
+    base = tiny_config(assets, num_learner_workers=2, num_rollout_workers=1, colocate=False)
+    config = replace(base, rollout=replace(base.rollout, n=3), optim=replace(base.optim, mini_batch_size=1))
+    local = LocalBackend(local_twin(config))
+    on_ray = RayBackend(config)
+    try:
+        local_sink, _ = fit(local_twin(config), tmp_path / "local", local)
+        ray_sink, _ = fit(config, tmp_path / "ray", on_ray)
+        sums = ray.get([a.weights_checksum.remote() for a in on_ray.learners + on_ray.rollouts])
+    finally:
+        on_ray.close()
+    for ours, theirs in zip(local_sink.reports, ray_sink.reports, strict=True):
+        assert [s.response for s in ours.samples] == [s.response for s in theirs.samples]
+        for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "actor/pg_clipfrac"):
+            assert theirs.metrics[key] == pytest.approx(ours.metrics[key], rel=1e-4, abs=1e-6), key
+    assert sums[0] == sums[1] == sums[2]  # both learners and the rollout worker hold the same weights
+    assert sums[0] == pytest.approx(checksum(local.actor.model), rel=1e-5)
+
+
+@pytest.mark.slow
+def test_the_run_finishes_when_a_rollout_worker_is_killed_mid_run(assets, tmp_path) -> None:
+    config = tiny_config(assets, steps=3, num_rollout_workers=1, colocate=False, max_step_retries=2)
+    backend = RayBackend(config)
+    victim = backend.rollouts[0]
+    killed: list[int] = []
+
+    def kill_after_step_one(report: StepReport) -> None:
+        if report.step == 1:
+            killed.append(ray.get(victim.where.remote())["pid"])
+            os.kill(killed[0], signal.SIGKILL)  # a crash, not a polite exit: Ray restarts the actor
+
+    try:
+        sink, result = fit(config, tmp_path / "run", backend, kill_after_step_one)
+        assert backend.rollouts[0] is victim  # restarted by Ray, not replaced
+        pid_after = ray.get(victim.where.remote())["pid"]
+        sums = ray.get([a.weights_checksum.remote() for a in backend.learners + backend.rollouts])
+        recoveries = backend.recoveries
+    finally:
+        backend.close()
+    assert result.last_step == 3 and [r.step for r in sink.reports] == [1, 2, 3]
+    assert recoveries >= 1 and pid_after != killed[0]
+    assert sums[1] == sums[0]  # the restarted worker got the newest weights
+
+
+@pytest.mark.slow
+def test_a_lost_learner_rebuilds_the_group_and_the_run_goes_on(assets, tmp_path) -> None:
+    config = tiny_config(assets, steps=3, num_learner_workers=2, colocate=True, max_step_retries=2)
+    backend = RayBackend(config)
+
+    def kill_a_learner(report: StepReport) -> None:
+        if report.step == 1:  # rank 0: the one whose newest state the controller keeps in the object store
+            os.kill(ray.get(backend.learners[0].where.remote())["pid"], signal.SIGKILL)
+
+    try:
+        sink, result = fit(config, tmp_path / "run", backend, kill_a_learner)
+        sums = ray.get([a.weights_checksum.remote() for a in backend.learners])
+        recoveries = backend.recoveries
+    finally:
+        backend.close()
+    assert result.last_step == 3 and recoveries >= 1
+    assert sums[0] == sums[1]
+    assert all(r.metrics["actor/pg_loss"] == r.metrics["actor/pg_loss"] for r in sink.reports)  # not NaN
+
+
+def test_importing_the_backends_does_not_import_ray() -> None:
+    code = "import sys, dapo.trainer, dapo.ray_backend, dapo.ray_cluster; assert 'ray' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
