@@ -80,6 +80,7 @@ def main() -> None:
                 feeder.join()
                 page.wait_for_function(f"window.__dapoReceived[{args.steps}] !== undefined", timeout=30000)
                 received = page.evaluate("window.__dapoReceived")
+                relay = page.evaluate("window.__dapoRelayMs")
                 browser.close()
         finally:
             proc.terminate()
@@ -88,6 +89,7 @@ def main() -> None:
     print(f"{len(latencies)}/{args.steps} received; {args.metrics} metrics, {args.samples} samples per step")
     report("on_step -> browser", latencies)
     report("on_step itself (db + lease + publish)", list(written.values()))
+    report("publish -> browser (redis, daphne, page)", list(relay.values()))
 
 
 def report(what: str, values: list[float]) -> None:

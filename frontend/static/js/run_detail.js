@@ -17,6 +17,7 @@
   let run = initial.run;
   let runReceivedAt = Date.now();
   window.__dapoReceived = {}; // step -> receive time in ms (read by bench/ws_latency.py)
+  window.__dapoRelayMs = {}; // step -> ms from the event's publication to its arrival here
 
   const VAL_ACC = (n) => /^val\/acc\/mean@/.test(n);
   const HEALTH = [
@@ -118,44 +119,53 @@
     const layout = { ...LAYOUT, title: { text: chart.title, font: { size: 12 }, x: 0.02 }, showlegend: bound.length > 1,
       legend: { orientation: "h", y: -0.25, font: { size: 10 } } };
     if (bound.length > 1) layout.height = 230;
-    layout.xaxis = { ...LAYOUT.xaxis, dtick: stepTick() };
-    Plotly.newPlot(chart.el, bound.map(traceOf), layout, PLOT_CONFIG);
+    chart.dtick = stepTick();
+    layout.xaxis = { ...LAYOUT.xaxis, dtick: chart.dtick };
+    Plotly.react(chart.el, bound.map(traceOf), layout, PLOT_CONFIG);
     chart.plotted = true;
-    chart.dtick = layout.xaxis.dtick;
+    chart.stale = false;
   }
-  // Draw charts only when they scroll near the viewport: 40+ charts at once would stall the page.
+  // Draw charts only when they are near the viewport: 40+ charts at once would stall the page. A chart
+  // out of view is only marked stale and redrawn whole when it comes back into view.
   const observer = new IntersectionObserver((entries) => {
     for (const e of entries) {
-      if (!e.isIntersecting) continue;
       const chart = charts.find((c) => c.el === e.target);
-      observer.unobserve(e.target);
-      if (chart && !chart.plotted) plot(chart);
+      if (!chart) continue;
+      chart.visible = e.isIntersecting;
+      if (chart.visible && (!chart.plotted || chart.stale)) plot(chart);
     }
     markReady();
   }, { rootMargin: "300px" });
 
+  // Live points wait in `queued` (chart -> trace index -> points) and are drawn chart by chart within a
+  // small time budget per frame, so the page keeps receiving events while it draws.
+  const queued = new Map();
   function extendCharts(added) {
-    const perChart = new Map();
     for (const [name, pts] of Object.entries(added)) {
       for (const { chart, trace } of bindings.get(name) || []) {
         if (!chart.plotted) continue;
-        if (!perChart.has(chart)) perChart.set(chart, { x: [], y: [], idx: [] });
-        const u = perChart.get(chart);
-        u.x.push(pts.steps); u.y.push(pts.values); u.idx.push(trace);
+        if (!chart.visible) { chart.stale = true; continue; }
+        if (!queued.has(chart)) queued.set(chart, new Map());
+        const q = queued.get(chart);
+        if (!q.has(trace)) q.set(trace, { x: [], y: [] });
+        q.get(trace).x.push(...pts.steps); q.get(trace).y.push(...pts.values);
       }
-    }
-    for (const [chart, u] of perChart) Plotly.extendTraces(chart.el, { x: u.x, y: u.y }, u.idx);
-    const dtick = stepTick(); // steps are integers: one tick per step while there are few
-    for (const chart of charts) {
-      if (chart.plotted && chart.dtick !== dtick) { chart.dtick = dtick; Plotly.relayout(chart.el, { "xaxis.dtick": dtick }); }
     }
     // Metrics seen for the first time: new traces on plotted charts, new charts in their namespace.
     for (const chart of charts) {
-      if (!chart.plotted) continue;
-      const fresh = resolveTraces(chart);
-      if (fresh.length) Plotly.addTraces(chart.el, fresh.map((t) => traceOf(t, chart.bound.indexOf(t))));
+      if (chart.plotted && resolveTraces(chart).length) { chart.stale = true; queued.set(chart, new Map()); }
     }
     for (const name of Object.keys(added)) if (!namespaceCharts.has(name)) addMetricChart(name);
+    flushCharts();
+  }
+  function flushCharts() {
+    const started = performance.now();
+    for (const [chart, q] of queued) {
+      queued.delete(chart);
+      if (chart.stale || chart.dtick !== stepTick()) plot(chart);
+      else if (q.size) Plotly.extendTraces(chart.el, { x: [...q.values()].map((u) => u.x), y: [...q.values()].map((u) => u.y) }, [...q.keys()]);
+      if (performance.now() - started > 12 && queued.size) { requestAnimationFrame(flushCharts); return; }
+    }
   }
 
   function stepTick() { return lastStep <= 12 ? 1 : null; }
@@ -310,6 +320,7 @@
   function onEvent(ev) {
     if (ev.type === "step") {
       window.__dapoReceived[ev.step] = performance.timeOrigin + performance.now();
+      window.__dapoRelayMs[ev.step] = window.__dapoReceived[ev.step] - ev.sent_at * 1000; // publish -> here
       if (ev.step <= lastStep) return renderRun(ev.run); // a replay of a step we have
       if (lastStep >= 0 && ev.step > lastStep + 1) { // we missed steps: ask the server for them
         socket.send(JSON.stringify({ type: "catchup", after_step: lastStep }));
