@@ -1,4 +1,4 @@
-"""Runs and what they record: metric points, samples, checkpoints.
+"""Runs: their lifecycle, lease and the recording of their steps (the rows are in runs.records).
 
 Lifecycle of a run: queued → running → succeeded | failed | cancelled; a queued run cancelled before a
 worker claims it goes straight to cancelled; a failed or cancelled run with a checkpoint can be resumed
@@ -8,7 +8,6 @@ claiming while the user cancels, a redelivered task) cannot both win.
 
 from __future__ import annotations
 
-import math
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from runs import dispatch
+from runs.records import Checkpoint, MetricPoint, Sample, clean_metrics
 
 if TYPE_CHECKING:
     from dapo.config import RunConfig
@@ -299,113 +299,4 @@ class Run(models.Model):
         }
 
 
-def clean_metrics(metrics: dict[str, Any]) -> dict[str, float | None]:
-    """Names trimmed to the column size; non-finite or non-numeric values stored as null (JSON has no NaN)."""
-    out: dict[str, float | None] = {}
-    for name, value in metrics.items():
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            number = math.nan
-        out[str(name)[:128]] = number if math.isfinite(number) else None
-    return out
-
-
-class MetricPoint(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_points")
-    step = models.IntegerField()
-    name = models.CharField(max_length=128)
-    value = models.FloatField(null=True, help_text="null for a non-finite value (NaN, inf).")
-    wall_time = models.FloatField(default=0.0)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "name", "step"], name="metric_unique_step")]
-        indexes = [
-            models.Index(fields=["run", "step"], name="metric_run_step"),  # catch-up: every metric after N
-            # covering index of curve reads (run, name, step range → value) without touching the table
-            models.Index(fields=["run", "name", "step", "value"], name="metric_curve"),
-        ]
-
-
-class Sample(models.Model):
-    SPLITS = [("train", "train"), ("val", "validation")]
-    UPDATABLE = [
-        "group", "problem_index", "prompt", "response", "ground_truth", "pred", "score", "acc",
-        "overlong_penalty", "reward", "advantage", "length", "truncated", "kept",
-        "tokens", "token_logprobs", "token_entropy", "token_ratio",
-    ]  # fmt: skip
-
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples")
-    step = models.IntegerField()
-    split = models.CharField(max_length=8, choices=SPLITS)
-    sample_index = models.IntegerField()
-    group = models.IntegerField()
-    problem_index = models.IntegerField()
-    prompt = models.TextField()
-    response = models.TextField()
-    ground_truth = models.TextField()
-    pred = models.TextField()
-    score = models.FloatField()
-    acc = models.BooleanField()
-    overlong_penalty = models.FloatField()
-    reward = models.FloatField()
-    advantage = models.FloatField()
-    length = models.IntegerField()
-    truncated = models.BooleanField()
-    kept = models.BooleanField()
-    tokens = models.JSONField(null=True, blank=True)
-    token_logprobs = models.JSONField(null=True, blank=True)
-    token_entropy = models.JSONField(null=True, blank=True)
-    token_ratio = models.JSONField(null=True, blank=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["run", "split", "step", "sample_index"], name="sample_unique_index"
-            )
-        ]
-        ordering = ["step", "split", "sample_index"]
-
-    @classmethod
-    def from_record(cls, run_id: int, record: Any) -> Sample:
-        fields = {name: getattr(record, name) for name in cls.UPDATABLE}
-        for name in ("score", "overlong_penalty", "reward", "advantage"):
-            value = float(fields[name])
-            fields[name] = value if math.isfinite(value) else 0.0
-        return cls(
-            run_id=run_id, step=record.step, split=record.split, sample_index=record.sample_index, **fields
-        )
-
-    def summary(self, max_chars: int = 2000) -> dict[str, Any]:
-        """The sample for a table row or a live event: long texts cut (the API serves them in full)."""
-        return {
-            "id": self.pk,
-            "step": self.step,
-            "split": self.split,
-            "sample_index": self.sample_index,
-            "group": self.group,
-            "prompt": self.prompt[:max_chars],
-            "response": self.response[:max_chars],
-            "text_cut": len(self.prompt) > max_chars or len(self.response) > max_chars,
-            "ground_truth": self.ground_truth[:200],
-            "pred": self.pred[:200],
-            "score": self.score,
-            "acc": self.acc,
-            "reward": self.reward,
-            "advantage": self.advantage,
-            "overlong_penalty": self.overlong_penalty,
-            "length": self.length,
-            "truncated": self.truncated,
-            "kept": self.kept,
-        }
-
-
-class Checkpoint(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
-    step = models.IntegerField()
-    path = models.CharField(max_length=1024)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "step"], name="checkpoint_unique_step")]
-        ordering = ["step"]
+__all__ = ["Run", "Status", "FINAL", "MetricPoint", "Sample", "Checkpoint", "clean_metrics"]
