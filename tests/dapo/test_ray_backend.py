@@ -155,6 +155,33 @@ def test_a_lost_learner_rebuilds_the_group_and_the_run_goes_on(assets, tmp_path)
     assert all(r.metrics["actor/pg_loss"] == r.metrics["actor/pg_loss"] for r in sink.reports)  # not NaN
 
 
+@pytest.mark.slow
+def test_a_new_controller_resumes_a_ray_run_from_its_checkpoint_like_an_uninterrupted_run(assets, tmp_path):
+    """Steps 1-2 on one RayBackend, then a fresh backend (a controller that died and came back) resumes
+    from the step-2 checkpoint: step 3 matches step 3 of an uninterrupted one-process run."""
+    config = tiny_config(assets, steps=3)
+    local = LocalBackend(local_twin(config))
+    local_sink, _ = fit(local_twin(config), tmp_path / "local", local)
+    first = RayBackend(replace(config, optim=replace(config.optim, total_steps=2)))
+    try:
+        fit(replace(config, optim=replace(config.optim, total_steps=2)), tmp_path / "ray", first)
+    finally:
+        first.close()
+    second = RayBackend(config)
+    try:
+        sink = RecordingSink()
+        Trainer(config, tmp_path / "ray", [sink], resume=True, backend=second).fit()
+        ray_sum = ray.get(second.learners[0].weights_checksum.remote())
+    finally:
+        second.close()
+    assert [r.step for r in sink.reports] == [3]
+    ours, theirs = local_sink.reports[2], sink.reports[0]
+    assert [s.response for s in ours.samples] == [s.response for s in theirs.samples]
+    for key in ("actor/pg_loss", "actor/grad_norm"):
+        assert theirs.metrics[key] == pytest.approx(ours.metrics[key], rel=1e-5, abs=1e-7), key
+    assert ray_sum == pytest.approx(checksum(local.actor.model), rel=1e-6)  # Adam's state came back too
+
+
 def test_importing_the_backends_does_not_import_ray() -> None:
     code = "import sys, dapo.trainer, dapo.ray_backend, dapo.ray_cluster; assert 'ray' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
