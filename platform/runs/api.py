@@ -93,7 +93,7 @@ class RunListCreate(generics.ListAPIView):
             if status_ not in Status.values:
                 raise ValidationError({"status": f"must be one of {', '.join(Status.values)}"})
             runs = runs.filter(status=status_)
-        if q := self.request.query_params.get("q", "").strip():
+        if q := self.request.query_params.get("q", "").replace("\x00", "").strip():
             runs = runs.filter(name__icontains=q)
         return runs
 
@@ -159,7 +159,8 @@ class RunResume(APIView):
 class RunMetrics(APIView):
     def get(self, request: Request, run_id: int) -> Response:
         run = visible_run(request, run_id)
-        names = [n for n in request.query_params.get("names", "").split(",") if n.strip()] or None
+        raw = request.query_params.get("names", "").replace("\x00", "")
+        names = [n for n in raw.split(",") if n.strip()] or None
         max_points = query_int(request, "max_points", minimum=1)
         series = metric_series(
             run,
@@ -189,6 +190,6 @@ class RunSamples(generics.ListAPIView):
         for flag in ("acc", "kept", "truncated"):
             if (value := query_bool(self.request, flag)) is not None:
                 samples = samples.filter(**{flag: value})
-        if q := self.request.query_params.get("q", "").strip():
+        if q := self.request.query_params.get("q", "").replace("\x00", "").strip():
             samples = samples.filter(Q(response__icontains=q) | Q(prompt__icontains=q) | Q(pred__icontains=q))
         return samples.order_by("-step", "split", "sample_index")

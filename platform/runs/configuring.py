@@ -41,8 +41,17 @@ def build_config(
         cfg = base.with_overrides({**picks, **(overrides or {})})
     except ConfigError as e:
         return None, e.errors
-    errors = check_paths(cfg)
+    errors = check_paths(cfg) | nul_errors(cfg.flat())
     return (None, errors) if errors else (cfg, {})
+
+
+def nul_errors(flat: Mapping[str, Any]) -> Errors:
+    """NUL characters: PostgreSQL cannot store them in text or JSON, so they are refused up front."""
+    return {
+        name: "must not contain NUL characters"
+        for name, v in flat.items()
+        if isinstance(v, str) and "\x00" in v
+    }
 
 
 def _base(preset: str | None, config: Any) -> tuple[RunConfig | None, Errors]:
@@ -79,4 +88,6 @@ def validate_name(name: Any) -> Errors:
         return {"name": "give the run a name"}
     if len(name) > 200:
         return {"name": "is too long (200 characters at most)"}
+    if any(ord(c) < 32 for c in name):
+        return {"name": "must not contain control characters"}
     return {}

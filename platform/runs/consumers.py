@@ -42,7 +42,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         self.last_catchup = 0.0
         await self.channel_layer.group_add(self.group, self.channel_name)
         after = _int_or_none(parse_qs(self.scope.get("query_string", b"").decode()).get("after", [None])[0])
-        await self._send_snapshot("snapshot", after)
+        await self._send_snapshot("snapshot", _step(after))
 
     async def disconnect(self, code: int) -> None:
         if self.group:
@@ -65,7 +65,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             and now - self.last_catchup >= CATCHUP_MIN_INTERVAL_S
         ):
             self.last_catchup = now
-            await self._send_snapshot("catchup", after)
+            await self._send_snapshot("catchup", _step(after))
 
     async def run_event(self, message: dict[str, Any]) -> None:
         await self.send_json(message["event"])
@@ -87,3 +87,8 @@ def _int_or_none(raw: str | None) -> int | None:
         return int(raw) if raw is not None else None
     except ValueError:
         return None
+
+
+def _step(value: int | None) -> int | None:
+    """A step a client sent, clamped to what the database can compare (a huge number is not an error)."""
+    return None if value is None else max(-1, min(value, 2**62))

@@ -31,7 +31,7 @@ def _run_for(request: HttpRequest, run_id: int) -> Run:
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status", "")
-    query = request.GET.get("q", "").strip()
+    query = request.GET.get("q", "").replace("\x00", "").strip()
     runs = Run.objects.visible_to(request.user).select_related("owner")
     if status in Status.values:
         runs = runs.filter(status=status)

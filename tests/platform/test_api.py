@@ -67,6 +67,11 @@ T = {"name": "x", "preset": "tiny_cpu"}
             {"name": "x", "preset": "tiny_cpu", "overrides": {"optim.total_steps": 10**40}},
             "optim.total_steps",
         ),
+        ({"name": "bad\x00name", "preset": "tiny_cpu"}, "name"),
+        (
+            {"name": "x", "preset": "tiny_cpu", "overrides": {"data.reward_fn": "math\x00dapo"}},
+            "data.reward_fn",
+        ),
     ],
 )
 def test_invalid_input_is_400_with_field_errors_and_nothing_queued(api, paths, queued, body, field):
@@ -160,3 +165,9 @@ def test_one_sample_in_full_by_step_split_and_index(api, alice_run):
     (row,) = api.get(f"/api/runs/{alice_run.pk}/samples/?step=1&split=train&index=3").json()["results"]
     assert row["response"] == long and row["sample_index"] == 3
     assert Sample.objects.get(run=alice_run, sample_index=3).summary()["text_cut"] is True
+
+
+def test_nul_characters_in_query_parameters_are_harmless(api, alice_run):
+    assert api.get("/api/runs/?q=de%00mo").status_code == 200
+    assert api.get(f"/api/runs/{alice_run.pk}/samples/?q=%00").status_code == 200
+    assert api.get(f"/api/runs/{alice_run.pk}/metrics/?names=a%00b").status_code == 200

@@ -78,6 +78,20 @@ def test_a_reconnecting_client_gets_only_what_it_missed(alice, alice_run):
     run(body)
 
 
+def test_an_absurd_after_step_is_clamped_not_a_crash(alice, alice_run):
+    comm = ws(f"/ws/runs/{alice_run.pk}/?after={10**30}", alice)
+
+    async def body() -> None:
+        assert (await comm.connect(timeout=5))[0]
+        snap = await comm.receive_json_from(3)
+        assert snap["type"] == "snapshot" and snap["metrics"] == {}
+        await comm.send_to(text_data=json.dumps({"type": "catchup", "after_step": -(10**30)}))
+        assert (await comm.receive_json_from(3))["after_step"] == -1
+        await comm.disconnect()
+
+    run(body)
+
+
 def _closed_with(path: str, user: Any | None) -> int:
     comm = ws(path, user)
     out: dict[str, Any] = {}
