@@ -65,3 +65,18 @@ def test_bootstrap_without_a_built_demo_says_how_to_build_it(tmp_path, settings)
     settings.BASE_DIR = tmp_path
     out = _bootstrap()
     assert "python -m dapo.demo --out assets/demo" in out and not BaseModel.objects.exists()
+
+
+def test_register_commands_add_a_model_and_a_dataset(demo_repo):
+    out = io.StringIO()
+    call_command("register_model", "m", str(demo_repo / "assets" / "demo" / "model"), stdout=out)
+    call_command("register_dataset", "d", "assets/demo/data/train.parquet", "--val", "", stdout=out)
+    assert BaseModel.objects.get(name="m").parameter_count == 200
+    assert Dataset.objects.get(name="d").splits == {"train": 2}
+
+
+def test_register_model_refuses_a_path_outside_the_model_roots(demo_repo):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="must be inside one of the model roots"):
+        call_command("register_model", "evil", "/etc")
