@@ -30,6 +30,13 @@ from runs.series import list_row, metric_series
 
 MAX_INT = 2**63 - 1
 
+try:
+    from drf_spectacular.utils import extend_schema
+except ImportError:  # the OpenAPI schema is optional: without drf-spectacular the API works the same
+
+    def extend_schema(**_: Any) -> Any:
+        return lambda view: view
+
 
 class RunSerializer(serializers.ModelSerializer):
     class Meta:
@@ -39,6 +46,22 @@ class RunSerializer(serializers.ModelSerializer):
     def to_representation(self, run: Run) -> dict[str, Any]:
         return {**list_row(run), "latest_metrics": run.latest_metrics, "config": run.config,
                 "parent": run.parent_id, "fork_step": run.fork_step}  # fmt: skip
+
+
+class RunCreateSerializer(serializers.Serializer):
+    """The body of POST /api/runs/ (validated by dapo.config; errors come back as {field: message})."""
+
+    name = serializers.CharField(max_length=200)
+    preset = serializers.CharField(required=False, help_text="A preset name (dapo.presets.PRESETS).")
+    config = serializers.DictField(required=False, help_text="A full RunConfig.to_dict(); wins over preset.")
+    overrides = serializers.DictField(required=False, help_text='Dotted fields: {"optim.lr": 1e-5}.')
+    base_model = serializers.CharField(required=False, help_text="Catalog base model, by name or id.")
+    dataset = serializers.CharField(required=False, help_text="Catalog dataset, by name or id.")
+
+
+class MetricsSerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    metrics = serializers.DictField(help_text='{name: {"steps": [...], "values": [...]}}')
 
 
 class SampleSerializer(serializers.ModelSerializer):
@@ -97,6 +120,7 @@ class RunListCreate(generics.ListAPIView):
             runs = runs.filter(name__icontains=q)
         return runs
 
+    @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer})
     def post(self, request: Request) -> Response:
         body = request.data if isinstance(request.data, dict) else {}
         picks, errors = _catalog_picks(body)
@@ -132,11 +156,15 @@ def _catalog_picks(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]
 
 
 class RunDetail(APIView):
+    serializer_class = RunSerializer
+
     def get(self, request: Request, run_id: int) -> Response:
         return Response(RunSerializer(visible_run(request, run_id)).data)
 
 
 class RunCancel(APIView):
+    serializer_class = RunSerializer
+
     def post(self, request: Request, run_id: int) -> Response:
         run = visible_run(request, run_id)
         outcome = run.request_cancel()
@@ -145,6 +173,8 @@ class RunCancel(APIView):
 
 
 class RunResume(APIView):
+    serializer_class = RunSerializer
+
     def post(self, request: Request, run_id: int) -> Response:
         run = visible_run(request, run_id)
         if not run.resume():
@@ -157,6 +187,8 @@ class RunResume(APIView):
 
 
 class RunMetrics(APIView):
+    serializer_class = MetricsSerializer
+
     def get(self, request: Request, run_id: int) -> Response:
         run = visible_run(request, run_id)
         raw = request.query_params.get("names", "").replace("\x00", "")
