@@ -77,7 +77,7 @@
     margin: { l: 44, r: 10, t: 28, b: 30 }, height: 210, showlegend: false,
     font: { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#334155" },
     xaxis: { title: { text: "" }, gridcolor: "#eef2f7", zeroline: false },
-    yaxis: { gridcolor: "#eef2f7", zeroline: false }, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
+    yaxis: { gridcolor: "#eef2f7", zeroline: false, tickformat: ".3~g" }, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
   };
   const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
