@@ -1,13 +1,14 @@
 """Rollout throughput: our hf engine vs transformers' `model.generate()` on the same model and batch.
 
 Generated tokens per second (EOS included, padding after EOS excluded) for one DAPO-sized rollout batch
-(default 32 prompts x G=8 samples, max_new_tokens 48, temperature 1.0, no top-k/top-p), on the demo model
-(assets/demo/model when it exists, else a random Llama of the same shape: 4 layers, hidden 192, ~2M
-parameters). Engines run side by side, alternating, several repeats; the table shows medians.
-"ours, no compaction" keeps finished rows in the batch (fed with pad) to measure compaction; generate()
-runs with the model's default attention (sdpa) and with "eager", the kernel our engine picks on CPU.
-Two EOS settings: the model's EOS alone (an untrained model rarely stops: most rows run to the cap) and
-five EOS ids (rows stop at mixed lengths, as a trained policy does).
+(default 32 prompts x G=8 samples, max_new_tokens 48, temperature 1.0, no top-k/top-p). Model: the demo
+model when built (assets/demo/model or var/demo/model) with its arithmetic prompts and EOS; else a random
+Llama of the same shape (4 layers, hidden 192, ~2M parameters) with random 20-40 token prompts, once with
+one EOS id (an untrained model rarely stops: most rows run to the cap) and once with five (rows stop at
+mixed lengths, as a trained policy does). Contenders run side by side, alternating, after a warm-up, for
+several repeats; the table shows medians and the 1-minute load average (other processes share the CPUs).
+"no compaction" is our engine keeping finished rows in the batch (fed with pad); generate() runs with the
+model's default attention (sdpa) and with "eager", the kernel our engine picks on CPU.
 
     .venv/bin/python bench/rollout_throughput.py                 # threads 1 and 2, 5 repeats
     .venv/bin/python bench/rollout_throughput.py --threads 1 --repeats 3
@@ -16,6 +17,8 @@ five EOS ids (rows stop at mixed lengths, as a trained policy does).
 from __future__ import annotations
 
 import argparse
+import os
+import random
 import statistics
 import sys
 import time
@@ -23,35 +26,47 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, GenerationConfig, LlamaConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dapo.rollout import SamplingParams, create_engine  # noqa: E402
 from dapo.rollout.hf import left_pad  # noqa: E402
 
-DEMO_MODEL = Path(__file__).resolve().parents[1] / "assets" / "demo" / "model"
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_MODELS = (ROOT / "assets" / "demo" / "model", ROOT / "var" / "demo" / "model")  # committed, or built
 PAD, EOS = 0, 2
+Scenario = tuple[str, list[list[int]], list[int]]  # (label, prompts, EOS ids)
 
 
-def load_model(path: Path | None) -> tuple[torch.nn.Module, str]:
-    """The demo model if present, else a random Llama of the demo's shape (no download)."""
-    path = path or (DEMO_MODEL if DEMO_MODEL.is_dir() else None)
-    if path is not None:
-        return AutoModelForCausalLM.from_pretrained(path, local_files_only=True).eval(), str(path)
+def load_model(path: Path | None, random_model: bool) -> tuple[torch.nn.Module, object | None, str]:
+    """(model, tokenizer or None, description): the demo model if built, else a random Llama of its shape."""
+    path = path or next((p for p in DEMO_MODELS if p.is_dir()), None)
+    if path is not None and not random_model:
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).eval()
+        return model, AutoTokenizer.from_pretrained(path, local_files_only=True), str(path)
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=103, hidden_size=192, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
         num_key_value_heads=4, max_position_embeddings=256, tie_word_embeddings=True,
         pad_token_id=PAD, bos_token_id=1, eos_token_id=EOS,
     )  # fmt: skip
-    return LlamaForCausalLM(config).eval(), "random Llama (demo shape)"
+    return LlamaForCausalLM(config).eval(), None, "random Llama (demo shape)"
 
 
-def make_prompts(num: int, vocab: int, seed: int) -> list[list[int]]:
-    """Prompts of 20-40 tokens (the demo's arithmetic prompts are of that size)."""
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(20, 41, (num,), generator=g).tolist()
-    return [[1] + torch.randint(3, vocab, (n - 1,), generator=g).tolist() for n in lengths]
+def scenarios(tokenizer, vocab: int, num: int) -> list[Scenario]:
+    """The demo's arithmetic prompts with its EOS when a tokenizer is there; else random prompts of
+    20-40 tokens with 1 EOS id (an untrained model rarely stops) and with 5 (rows stop at mixed lengths)."""
+    g = random.Random(0)
+    if tokenizer is not None:  # "Compute 12+7-3." as dapo.demo writes its problems
+        texts = [f"Compute {g.randint(0, 99)}+{g.randint(0, 99)}-{g.randint(0, 99)}." for _ in range(num)]
+        chat = [{"role": "user", "content": t} for t in texts]
+        rendered = [
+            tokenizer.apply_chat_template([m], tokenize=False, add_generation_prompt=True) for m in chat
+        ]
+        prompts = [list(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in rendered]
+        return [("demo prompts", prompts, [int(tokenizer.eos_token_id)])]
+    prompts = [[1] + [g.randrange(3, vocab) for _ in range(g.randint(19, 39))] for _ in range(num)]
+    return [("random, 1 EOS id", prompts, [EOS]), ("random, 5 EOS ids", prompts, [EOS, 3, 4, 5, 6])]
 
 
 def run_ours(engine, prompts: list[list[int]], params: SamplingParams) -> int:
@@ -93,7 +108,8 @@ def measure(runners: dict[str, Callable[[], int]], repeats: int) -> dict[str, fl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model-path", type=Path, default=None)
+    parser.add_argument("--model-path", type=Path, default=None, help="default: the demo model if built")
+    parser.add_argument("--random-model", action="store_true", help="a random Llama even if a demo exists")
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=48)
@@ -101,38 +117,37 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
-    model, source = load_model(args.model_path)
-    prompts = make_prompts(args.prompts, model.config.vocab_size, seed=0)
+    model, tokenizer, source = load_model(args.model_path, args.random_model)
     params = SamplingParams(n=args.group, temperature=1.0, max_new_tokens=args.max_new_tokens, seed=0)
     print(f"model: {source}, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
     print(f"batch: {args.prompts} prompts x G={args.group}, max_new_tokens={args.max_new_tokens}, T=1.0\n")
     header = (
-        f"{'threads':>7} {'EOS ids':>7} {'ours tok/s':>10} {'no compaction':>13} {'generate()':>10} "
-        f"{'gen. eager':>10} {'ours/gen.':>9} {'ours/eager':>10}"
+        f"{'threads':>7} {'scenario':>18} {'ours tok/s':>10} {'no compaction':>13} {'generate()':>10} "
+        f"{'gen. eager':>10} {'ours/gen.':>9} {'ours/eager':>10} {'load':>5}"
     )
     print(header + "\n" + "-" * len(header))
     for threads in [int(t) for t in args.threads.split(",")]:
         torch.set_num_threads(threads)
-        for eos in ([EOS], [EOS, 3, 4, 5, 6]):
-            ours = create_engine("hf", model=model, eos_token_ids=eos, pad_token_id=PAD)
-            masked = create_engine(
-                "hf", model=model, eos_token_ids=eos, pad_token_id=PAD, compact_threshold=1
-            )
-            rates = measure(
-                {
-                    "ours": lambda e=ours: run_ours(e, prompts, params),
-                    "masked": lambda e=masked: run_ours(e, prompts, params),
-                    "generate": lambda eos=eos: run_hf_generate(model, prompts, params, eos),
-                    "eager": lambda eos=eos: run_hf_generate(model, prompts, params, eos, "eager"),
-                },
-                args.repeats,
-            )
-            r = rates
+        for label, prompts, eos in scenarios(tokenizer, model.config.vocab_size, args.prompts):
+            r = measure(runners(model, prompts, params, eos), args.repeats)
             print(
-                f"{threads:>7} {len(eos):>7} {r['ours']:>10.0f} {r['masked']:>13.0f} {r['generate']:>10.0f} "
-                f"{r['eager']:>10.0f} {r['ours'] / r['generate']:>8.2f}x {r['ours'] / r['eager']:>9.2f}x",
+                f"{threads:>7} {label:>18} {r['ours']:>10.0f} {r['masked']:>13.0f} {r['generate']:>10.0f} "
+                f"{r['eager']:>10.0f} {r['ours'] / r['generate']:>8.2f}x {r['ours'] / r['eager']:>9.2f}x "
+                f"{os.getloadavg()[0]:>5.1f}",
                 flush=True,
             )
+
+
+def runners(model, prompts: list[list[int]], params: SamplingParams, eos: list[int]) -> dict:
+    """The four contenders of one table row, as zero-argument callables returning generated tokens."""
+    ours = create_engine("hf", model=model, eos_token_ids=eos, pad_token_id=PAD)
+    masked = create_engine("hf", model=model, eos_token_ids=eos, pad_token_id=PAD, compact_threshold=1)
+    return {
+        "ours": lambda: run_ours(ours, prompts, params),
+        "masked": lambda: run_ours(masked, prompts, params),
+        "generate": lambda: run_hf_generate(model, prompts, params, eos),
+        "eager": lambda: run_hf_generate(model, prompts, params, eos, "eager"),
+    }
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def model_and_eos() -> tuple[LlamaForCausalLM, int]:
     model = build_model(seed=0)
     continuation = reference_greedy(model, PROBE, max_new=12, eos=-1)
     eos = next(t for i, t in enumerate(continuation) if i >= 3 and t not in continuation[:i] and t != PAD)
-    model.config.eos_token_id = eos
+    model.config.eos_token_id = model.generation_config.eos_token_id = eos  # vLLM also stops at these
     return model, eos
 
 
