@@ -108,7 +108,8 @@ config = RunConfig(
                       total_steps=steps),
     validation=ValidationConfig(every_n_steps=0),
     checkpoint=CheckpointConfig(every_n_steps=0, keep_last=1),
-    execution=ExecutionConfig(backend=backend, cpus_per_worker=1.0, gpus_per_worker=1.0 if gpu else 0.0),
+    execution=ExecutionConfig(backend=backend, cpus_per_worker=1.0, gpus_per_worker=1.0 if gpu else 0.0,
+                              torch_threads=0 if gpu else 1),
     seed=0,
 )
 figures = Figures()

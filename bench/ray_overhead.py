@@ -1,11 +1,13 @@
 """Overhead of the Ray backend: time per DAPO step on Ray (one colocated worker) against one process.
 
-The demo task (``tiny_cpu`` preset on var/demo, built first if missing), the same config on both backends,
-side by side: each round runs ``--warmup`` + ``--steps`` steps on each backend (alternating which goes
-first), and the warm-up steps are dropped. Both backends restart from step 1 every round with the same seed,
-and a one-worker Ray run draws exactly the one-process samples, so both do identical work in every round
-(the policy keeps training across rounds on both sides in lockstep). Reported: the median seconds per step
-of each backend (checkpoint time excluded), median phase times, and the ratio Ray / local.
+The demo task (``tiny_cpu`` preset on the demo model and data, built first if missing), the same config
+on both backends, side by side: each round runs ``--warmup`` + ``--steps`` steps on each backend
+(alternating which goes first), and the warm-up steps are dropped. Both backends restart from step 1
+every round with the same seed, and a one-worker Ray run draws exactly the one-process samples, so both
+do identical work in every round (the policy keeps training across rounds on both sides in lockstep).
+Reported: the median seconds per step of each backend (checkpoint time excluded), median phase times,
+and the ratio Ray / local. Use --threads 1 on a machine whose cores are busy with other work: torch's
+threads then thrash, and the figures measure the contention rather than the backends.
 
     .venv/bin/python bench/ray_overhead.py                       # 3 rounds x (1 warm-up + 3 steps), 2 threads
     .venv/bin/python bench/ray_overhead.py --rounds 2 --steps 2 --threads 1
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -39,6 +42,11 @@ class StepTimes(Sink):
         m = report.metrics
         step = m["timing_s/step"] - m.get("timing_s/save_checkpoint", 0.0)
         self.steps.append({"step": step, **{p: m.get(f"timing_s/{p}", 0.0) for p in PHASES}})
+
+
+def default_demo_dir() -> Path:
+    shipped = Path("assets/demo")
+    return shipped if (shipped / "manifest.json").is_file() else Path("var/demo")
 
 
 def demo_config(demo_dir: Path, threads: int, steps: int) -> RunConfig:
@@ -76,7 +84,12 @@ def summarise(steps: list[dict[str, float]]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--demo-dir", type=Path, default=Path("var/demo"))
+    parser.add_argument(
+        "--demo-dir",
+        type=Path,
+        default=default_demo_dir(),
+        help="the demo (default: assets/demo if built, else var/demo, built when missing)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="steps dropped at the start of each round")
     parser.add_argument("--steps", type=int, default=3, help="timed steps per backend per round")
@@ -107,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"round {r + 1}/{args.rounds} {name}: "
                         + " ".join(f"{s['step']:.2f}" for s in times[name][-args.steps :]),
                         flush=True,
-                    )  # noqa: E501
+                    )
     finally:
         backends["ray"][1].close()
     report(times, args)
@@ -115,15 +128,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(times: dict[str, list[dict[str, float]]], args: argparse.Namespace) -> None:
+    """Medians per backend, the ratio of the medians, and the median of per-round ratios (each round's
+    pair ran back to back, so this one is less exposed to other work on the machine)."""
     summary = {name: summarise(steps) for name, steps in times.items()}
     ratio = summary["ray"]["step"] / summary["local"]["step"]
+    k = args.steps
+    paired = statistics.median(
+        statistics.median(s["step"] for s in times["ray"][i : i + k])
+        / statistics.median(s["step"] for s in times["local"][i : i + k])
+        for i in range(0, len(times["local"]), k)
+    )
     print(f"\nmedian seconds per step over {len(times['local'])} steps each ({args.threads} threads):")
     print(f"{'backend':8} {'step':>7} " + " ".join(f"{p:>13}" for p in PHASES))
     for name, s in summary.items():
         print(f"{name:8} {s['step']:7.3f} " + " ".join(f"{s[p]:13.3f}" for p in PHASES))
-    print(f"ray / local = {ratio:.3f} ({(ratio - 1) * 100:+.1f}%)")
+    load = os.getloadavg()
+    print(f"ray / local = {ratio:.3f} ({(ratio - 1) * 100:+.1f}%); median of per-round ratios {paired:.3f}")
+    print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
     if args.json:
-        args.json.write_text(json.dumps({"summary": summary, "ratio": ratio, "steps": times}, indent=1))
+        out = {"summary": summary, "ratio": ratio, "paired_ratio": paired, "load": load, "steps": times}
+        args.json.write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

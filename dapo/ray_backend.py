@@ -41,7 +41,7 @@ from dapo.rollout.base import Completion, SamplingParams
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-REWARD_CHUNK = 128
+REWARD_CHUNK = 256
 """Responses per reward task."""
 RESTART_TIMEOUT_S = 300.0
 """How long Ray may take to restart a dead rollout worker before the controller replaces it."""
@@ -68,6 +68,8 @@ class RayBackend:
         self._lr: float | None = None
         self._weights: Any = None  # ObjectRef of the newest model state (None: the weights on disk)
         self._optim: Any = None  # ObjectRef of the matching optimiser state
+        self._broadcast: Any = None  # the weights the rollout workers hold
+        self._memory: dict[str, float] | None = None
         self._groups: dict[str, Any] = {}
         self.learners: list[Any] = []
         self.rollouts: list[Any] = []
@@ -112,30 +114,41 @@ class RayBackend:
         return self._retry("compute_logprobs", once, self._rebuild_learners)
 
     def update(self, batch: UpdateBatch) -> tuple[dict[str, float], dict[int, list[float]]]:
+        """One call per learner does the whole update (see ``PolicyWorker.train``): every hop between
+        processes costs latency, the more so on a busy machine."""
+        colocate = self.config.execution.colocate
+        keep = not colocate or self.config.execution.max_step_retries > 0
+
         def once() -> tuple[dict[str, float], dict[int, list[float]]]:
             shards = shard_update(batch, len(self.learners))
-            results = self._on_learners(
-                [(a, "update", s) for a, (s, _) in zip(self.learners, shards, strict=True)]
-            )
-            return merge_updates(results, [rows for _, rows in shards])
+            refs = [
+                actor.train.options(num_returns=3).remote(shard, self._lr, colocate, keep and rank == 0)
+                for rank, (actor, (shard, _)) in enumerate(zip(self.learners, shards, strict=True))
+            ]
+            results = self._collect([r[0] for r in refs], "update")
+            # The newest state stays in the object store: weight broadcast, recovery and checkpoints.
+            self._weights, self._optim = (refs[0][1], refs[0][2]) if keep else (None, None)
+            self._memory = {k: max(m.get(k, 0.0) for _, m in results) for k in results[0][1]}
+            return merge_updates([r for r, _ in results], [rows for _, rows in shards])
 
-        out = self._retry("update", once, self._rebuild_learners)
-        self._snapshot()
-        return out
+        return self._retry("update", once, self._rebuild_learners)
 
     def after_update(self) -> None:
-        if self.config.execution.colocate:
-            self._on_all_learners("after_update")
-        else:
+        """Colocated: nothing left to do (``train`` handed the weights to the engine). Split: the rollout
+        workers load the newest weights, one object in the store for all of them."""
+        if not self.config.execution.colocate and self._weights is not self._broadcast:
             self._retry("after_update", self._broadcast_weights, self._restore_rollouts)
 
     def set_lr(self, lr: float) -> None:
+        """Applied with the next update (or when a learner group is built): the rate matters only there."""
         self._lr = lr
-        self._on_all_learners("set_lr", lr)
 
     def state_dict(self) -> dict[str, Any]:
         def once() -> dict[str, Any]:
-            model, optim = self._get_all(self.learners[0].export_state.options(num_returns=2).remote())
+            refs = [self._weights, self._optim]
+            if self._weights is None or self._optim is None:
+                refs = self.learners[0].export_state.options(num_returns=2).remote()
+            model, optim = self._get_all(refs)
             return {"model": from_wire(model), "optimizer": from_wire(optim)}
 
         return self._retry("state_dict", once, self._rebuild_learners)
@@ -155,8 +168,11 @@ class RayBackend:
             target.write_bytes(content)
 
     def memory_stats(self) -> dict[str, float]:
-        stats = self._on_all_learners("memory_stats")
-        return {k: max(s.get(k, 0.0) for s in stats) for k in stats[0]}
+        """Peak memory over the learners, as of the last update."""
+        if self._memory is None:
+            stats = self._on_all_learners("memory_stats")
+            self._memory = {k: max(s.get(k, 0.0) for s in stats) for k in stats[0]}
+        return dict(self._memory)
 
     def close(self) -> None:
         """Kill the workers, free their placement groups, and leave Ray as connect() found it."""
@@ -266,17 +282,10 @@ class RayBackend:
                 return None
         return None
 
-    def _snapshot(self) -> None:
-        """Keep the learners' newest state in the object store (for weight broadcast and recovery)."""
-        if self.config.execution.colocate and self.config.execution.max_step_retries == 0:
-            return
-        refs = self.learners[0].export_state.options(num_returns=2).remote()
-        self._ray.wait(refs, num_returns=2, fetch_local=False)
-        self._weights, self._optim = refs
-
     def _broadcast_weights(self) -> None:
         if self._weights is not None:
             self._get_all([a.load_weights.remote(self._weights) for a in self.rollouts])
+        self._broadcast = self._weights
 
     # ---- calls --------------------------------------------------------------------------------
 
@@ -298,9 +307,14 @@ class RayBackend:
         return self._retry(method, once, self._rebuild_learners)
 
     def _on_learners(self, calls: list[tuple]) -> list[Any]:
-        """``PolicyActor`` calls on learners, [(actor, method, *args)]; a learner lost mid-call (its peers
-        then fail in a collective, or hang) raises LearnerGroupBroken, which the retry recovers from."""
-        refs = [actor.call.remote(method, *args) for actor, method, *args in calls]
+        """``PolicyActor`` calls on learners: [(actor, method, *args)]."""
+        return self._collect(
+            [actor.call.remote(method, *args) for actor, method, *args in calls], calls[0][1]
+        )
+
+    def _collect(self, refs: list[Any], what: str) -> list[Any]:
+        """Results of learner calls; a learner lost mid-call (its peers then fail in a collective, or hang)
+        raises LearnerGroupBroken, which the retry recovers from."""
         try:
             return self._get_all(refs)
         except self._recoverable:
@@ -308,7 +322,7 @@ class RayBackend:
         except self._ray.exceptions.RayTaskError as exc:
             if self._learners_alive():
                 raise
-            raise LearnerGroupBroken(f"a learner was lost during {calls[0][1]}") from exc
+            raise LearnerGroupBroken(f"a learner was lost during {what}") from exc
 
     def _learners_alive(self) -> bool:
         pings = [a.ready.remote() for a in self.learners]

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dapo.actor import PolicyActor
+from dapo.actor import PolicyActor, UpdateBatch
 from dapo.batching import score_locally
 from dapo.config import RunConfig
 
@@ -81,6 +81,26 @@ class PolicyWorker:
         if self.policy is None:
             raise WorkerNotReady(f"worker pid {os.getpid()} has no policy (new or restarted actor)")
         return self.policy
+
+    def train(
+        self, batch: UpdateBatch, lr: float | None, hand_over: bool, export: bool
+    ) -> tuple[tuple[tuple[dict[str, float], dict[int, list[float]]], dict[str, float]], Any, Any]:
+        """A whole update in one call (``num_returns=3``): set the rate, update, hand the weights to this
+        actor's engine (``hand_over``, colocated mode), and export the new state (``export``, rank 0).
+
+        Returns ((update result, memory stats), model state, optimiser state); the states in wire form,
+        or None when not exported.
+        """
+        policy = self._policy()
+        if lr is not None:
+            policy.set_lr(lr)
+        result = policy.update(batch)
+        if hand_over:
+            policy.after_update()
+        if not export:
+            return (result, policy.memory_stats()), None, None
+        state = policy.state_dict()
+        return (result, policy.memory_stats()), to_wire(state["model"]), to_wire(state["optimizer"])
 
     def export_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """(model state, optimiser state) in wire form (``to_wire``), as two objects (``num_returns=2``)."""
