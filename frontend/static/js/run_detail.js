@@ -11,7 +11,7 @@
   const $ = (id) => document.getElementById(id);
 
   const series = new Map(); // metric name -> {steps: [], values: []}
-  const bindings = new Map(); // metric name -> [{chart, trace}]
+  const bindings = new Map(); // metric name -> [{chart, t}] (t: the chart's trace spec bound to it)
   const charts = []; // {el, spec, plotted, traces: [{label, match, name}]}
   let lastStep = -1;
   let run = initial.run;
@@ -94,8 +94,9 @@
   function bindTrace(chart, t, name) {
     t.name = name;
     if (!bindings.has(name)) bindings.set(name, []);
-    bindings.get(name).push({ chart, trace: chart.bound.length }); // Plotly's trace index: binding order
+    bindings.get(name).push({ chart, t });
     chart.bound.push(t);
+    chart.bound.sort((a, b) => chart.traces.indexOf(a) - chart.traces.indexOf(b)); // Plotly's order: the spec's
   }
   function resolveTraces(chart) {
     const fresh = [];
@@ -107,7 +108,8 @@
     }
     return fresh;
   }
-  function traceOf(t, i) {
+  function traceOf(t, chart) {
+    const i = chart.traces.indexOf(t); // colour by the chart's spec, whatever metric arrived first
     const s = series.get(t.name);
     return { x: s.steps.slice(), y: s.values.slice(), name: t.label, type: "scatter",
       mode: lastStep < 40 ? "lines+markers" : "lines", marker: { size: 4 }, // a lone point must show
@@ -121,7 +123,7 @@
     if (bound.length > 1) layout.height = 230;
     chart.dtick = stepTick();
     layout.xaxis = { ...LAYOUT.xaxis, dtick: chart.dtick };
-    Plotly.react(chart.el, bound.map(traceOf), layout, PLOT_CONFIG);
+    Plotly.react(chart.el, bound.map((t) => traceOf(t, chart)), layout, PLOT_CONFIG);
     chart.plotted = true;
     chart.stale = false;
   }
@@ -142,8 +144,9 @@
   const queued = new Map();
   function extendCharts(added) {
     for (const [name, pts] of Object.entries(added)) {
-      for (const { chart, trace } of bindings.get(name) || []) {
+      for (const { chart, t } of bindings.get(name) || []) {
         if (!chart.plotted) continue;
+        const trace = chart.bound.indexOf(t);
         if (!chart.visible) { chart.stale = true; continue; }
         if (!queued.has(chart)) queued.set(chart, new Map());
         const q = queued.get(chart);
