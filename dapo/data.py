@@ -1,0 +1,323 @@
+"""Loading reasoning problems: the DAPO-Math-17k / verl parquet schema and simple JSON/JSONL files.
+
+A dataset is a list of `Problem`s: chat messages to prompt with, and the ground truth the rule-based
+reward compares against (dapo-reference.md §6, §7). Malformed input raises `DataError` naming the file,
+the row and the column; a load either returns every problem or raises, never a partial list.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DATA_SOURCE = "math_dapo"
+"""data_source given to rows that name none: the reward function that scores them (verl convention)."""
+DAPO_ABILITY = "MATH"
+DAPO_REWARD_STYLE = "rule-lighteval/MATH_v2"
+_ANSWER_KEYS = ("answer", "ground_truth")
+
+
+class DataError(ValueError):
+    """Malformed dataset input; the message names the file, the row and the column."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem: chat messages to prompt with and the ground truth to score against."""
+
+    index: int
+    """Stable id within the dataset: the position in file order after de-duplication (0-based)."""
+    messages: list[dict]
+    """Chat messages `[{"role": ..., "content": ...}]`; at least one has role "user"."""
+    ground_truth: str
+    """The reference answer, compared by the rule-based reward (dapo-reference.md §6)."""
+    data_source: str = DEFAULT_DATA_SOURCE
+    """Name of the data source; in verl it selects the reward function."""
+
+    @property
+    def prompt_text(self) -> str:
+        """The content of the last user message."""
+        return next(m["content"] for m in reversed(self.messages) if m["role"] == "user")
+
+
+# ---------------------------------------------------------------------------------------------- load
+
+
+def load_problems(path: str | Path, *, dedupe: bool = True, limit: int | None = None) -> list[Problem]:
+    """Load problems from a `.parquet` (DAPO schema), `.jsonl` or `.json` (a list of rows) file.
+
+    JSON rows hold either `prompt` (a string or a list of chat messages) and `answer` (or
+    `ground_truth`), or the DAPO schema (`prompt`, `reward_model.ground_truth`, optional `data_source`).
+    With `dedupe`, rows repeating an earlier (messages, ground truth) pair are dropped, keeping the first
+    occurrence in file order (the published DAPO-Math-17k parquet repeats each problem ~100x).
+    `limit` keeps the first `limit` problems after de-duplication. Rows in error messages are 1-based
+    (for JSONL, the line number). Raises `DataError` on malformed input or an unknown extension.
+    """
+    path = Path(path)
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        rows = _parquet_rows(path, set() if dedupe else None)
+    elif suffix == ".jsonl":
+        rows = _jsonl_rows(path)
+    elif suffix == ".json":
+        rows = _json_rows(path)
+    else:
+        raise DataError(f"{path}: unknown dataset extension {suffix!r} (expected .parquet, .jsonl or .json)")
+    problems = _collect(path, rows, dedupe=dedupe, limit=limit)
+    if not problems:
+        raise DataError(f"{path}: the file holds no rows")
+    return problems
+
+
+def _collect(
+    path: Path, rows: Iterable[tuple[int, Any]], *, dedupe: bool, limit: int | None
+) -> list[Problem]:
+    """Validate rows into problems, dropping repeats; every row is validated even past `limit`."""
+    seen: set[tuple] = set()
+    problems: list[Problem] = []
+    for row_number, row in rows:
+        messages, ground_truth, data_source = _parse_row(path, row_number, row)
+        if dedupe:
+            key = (tuple((m["role"], m["content"]) for m in messages), ground_truth)
+            if key in seen:
+                continue
+            seen.add(key)
+        if limit is None or len(problems) < limit:
+            problems.append(Problem(len(problems), messages, ground_truth, data_source))
+    return problems
+
+
+def _parquet_rows(path: Path, seen: set[tuple] | None) -> Iterator[tuple[int, Any]]:
+    """Yield (1-based row number, row dict) from a parquet file, batch by batch.
+
+    With `seen`, rows whose (messages, ground truth) key is already in it are skipped before they are
+    turned into dicts: the published DAPO-Math-17k repeats every problem ~100x, and building 1.7M row
+    dicts only to drop them costs seconds. A repeat equals its first row, which is validated."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise DataError(f"{path}: not a readable parquet file ({exc})") from exc
+    names = set(parquet.schema_arrow.names)
+    for column in ("prompt", "reward_model"):
+        if column not in names:
+            raise DataError(f"{path}: column {column!r} is missing (DAPO schema: prompt, reward_model, ...)")
+    columns = [c for c in ("prompt", "reward_model", "data_source") if c in names]
+    start = 0
+    try:
+        for batch in parquet.iter_batches(batch_size=65536, columns=columns):
+            keys = _batch_keys(batch) if seen is not None else None
+            if keys is None:
+                yield from enumerate(batch.to_pylist(), start=start + 1)
+            else:
+                fresh = [i for i, key in enumerate(keys) if key not in seen and not seen.add(key)]
+                rows = batch.take(pa.array(fresh, type=pa.int64())).to_pylist()
+                yield from ((start + i + 1, row) for i, row in zip(fresh, rows, strict=True))
+            start += batch.num_rows
+    except pa.ArrowException as exc:
+        raise DataError(f"{path}: parquet read failed near row {start + 1} ({exc})") from exc
+
+
+def _batch_keys(batch: Any) -> list[tuple] | None:
+    """Per-row de-duplication keys read column-wise, or None when the columns are not the DAPO types.
+
+    Keys only skip exact repeats early; `_collect` de-duplicates again on the parsed values."""
+    import pyarrow as pa
+
+    prompt, reward_model = batch.column("prompt"), batch.column("reward_model")
+    if not (pa.types.is_list(prompt.type) and pa.types.is_struct(prompt.type.value_type)):
+        return None
+    if not pa.types.is_struct(reward_model.type) or reward_model.type.get_field_index("ground_truth") < 0:
+        return None
+    message_type = prompt.type.value_type
+    if message_type.get_field_index("role") < 0 or message_type.get_field_index("content") < 0:
+        return None
+    messages = prompt.flatten()  # the messages of every row, one after another
+    roles = messages.field("role").to_pylist()
+    contents = messages.field("content").to_pylist()
+    offsets = prompt.offsets.to_pylist()
+    truths = reward_model.field("ground_truth").to_pylist()
+    single = offsets == list(range(offsets[0], offsets[0] + len(prompt) + 1))
+    if single and prompt.null_count == 0 and reward_model.null_count == 0:
+        return list(zip(roles, contents, truths, strict=True))  # the common case: one message per row
+    valid = prompt.is_valid().to_pylist()
+    truths_valid = reward_model.is_valid().to_pylist()
+    return [
+        (tuple(zip(roles[a:b], contents[a:b], strict=True)) if ok else None, truth if truth_ok else None)
+        for a, b, ok, truth, truth_ok in zip(
+            offsets[:-1], offsets[1:], valid, truths, truths_valid, strict=True
+        )
+    ]
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, decoded JSON value) for each non-blank line of a JSONL file."""
+    with path.open("rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{path}: row {line_number}: not valid UTF-8 ({exc.reason})") from exc
+            if not line.strip():
+                continue
+            try:
+                yield line_number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}: row {line_number}: bad JSON ({exc.msg})") from exc
+
+
+def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """Yield (1-based position, row) from a JSON file holding a list of rows."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DataError(f"{path}: line {line}: not valid UTF-8 ({exc.reason})") from exc
+    if not text.strip():
+        raise DataError(f"{path}: the file is empty")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: bad JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from exc
+    if not isinstance(data, list):
+        raise DataError(f"{path}: expected a JSON list of rows, got {type(data).__name__}")
+    yield from enumerate(data, start=1)
+
+
+# ----------------------------------------------------------------------------------------- validate
+
+
+def _parse_row(path: Path, row_number: int, row: Any) -> tuple[list[dict], str, str]:
+    """Return (messages, ground truth, data source) of one row of either schema."""
+    where = f"{path}: row {row_number}"
+    if not isinstance(row, dict):
+        raise DataError(f"{where}: expected an object, got {type(row).__name__}")
+    if "prompt" not in row or row["prompt"] is None:
+        raise DataError(f"{where}: column 'prompt' is missing")
+    messages = _parse_messages(where, row["prompt"])
+    if row.get("reward_model") is not None:
+        reward_model = row["reward_model"]
+        if not isinstance(reward_model, dict) or reward_model.get("ground_truth") is None:
+            raise DataError(f"{where}: column 'reward_model.ground_truth' is missing")
+        ground_truth = _parse_answer(where, "reward_model.ground_truth", reward_model["ground_truth"])
+    else:
+        key = next((k for k in _ANSWER_KEYS if row.get(k) is not None), None)
+        if key is None:
+            raise DataError(f"{where}: column 'answer' is missing (or 'ground_truth', 'reward_model')")
+        ground_truth = _parse_answer(where, key, row[key])
+    data_source = row.get("data_source")
+    if data_source is None:
+        data_source = DEFAULT_DATA_SOURCE
+    if not isinstance(data_source, str) or not data_source:
+        raise DataError(f"{where}: column 'data_source' must be a non-empty string, got {data_source!r}")
+    return messages, ground_truth, data_source
+
+
+def _parse_messages(where: str, prompt: Any) -> list[dict]:
+    """A prompt string becomes one user message; a list must hold {role, content} string pairs."""
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise DataError(f"{where}: column 'prompt' is empty")
+        return [{"role": "user", "content": prompt}]
+    if not isinstance(prompt, list) or not prompt:
+        raise DataError(
+            f"{where}: column 'prompt' must be a string or a non-empty list of messages, "
+            f"got {type(prompt).__name__}"
+        )
+    messages = []
+    for i, message in enumerate(prompt):
+        if not isinstance(message, dict):
+            raise DataError(f"{where}: column 'prompt[{i}]' must be a message object")
+        for field in ("role", "content"):
+            if not isinstance(message.get(field), str):
+                raise DataError(f"{where}: column 'prompt[{i}].{field}' must be a string")
+        messages.append({"role": message["role"], "content": message["content"]})
+    if not any(m["role"] == "user" for m in messages):
+        raise DataError(f"{where}: column 'prompt' has no message with role 'user'")
+    return messages
+
+
+def _parse_answer(where: str, column: str, value: Any) -> str:
+    """Ground truths are strings; integers are accepted and written in decimal."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise DataError(
+            f"{where}: column {column!r} must be a string or an integer, got {type(value).__name__}"
+        )
+    text = str(value).strip()
+    if not text:
+        raise DataError(f"{where}: column {column!r} is empty")
+    return text
+
+
+# ------------------------------------------------------------------------------------------ prompts
+
+
+def render_prompt(tokenizer: Any, problem: Problem) -> str:
+    """The prompt text the policy sees: the chat template with the generation prompt, when the tokenizer
+    has a template; otherwise the user contents joined by blank lines."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(problem.messages, tokenize=False, add_generation_prompt=True)
+    return "\n\n".join(m["content"] for m in problem.messages if m["role"] == "user")
+
+
+def encode_prompts(tokenizer: Any, problems: Sequence[Problem], max_prompt_length: int) -> list[list[int]]:
+    """Token ids of each rendered prompt.
+
+    Policy: prompts are never truncated (a cut prompt is a different problem); a prompt longer than
+    `max_prompt_length` tokens raises `DataError` naming the problem index. A chat template already
+    writes the special tokens it wants, so the tokenizer adds none; a plain prompt gets the tokenizer's
+    own special tokens (e.g. BOS).
+    """
+    templated = bool(getattr(tokenizer, "chat_template", None))
+    encoded = []
+    for problem in problems:
+        text = render_prompt(tokenizer, problem)
+        ids = list(tokenizer(text, add_special_tokens=not templated)["input_ids"])
+        if len(ids) > max_prompt_length:
+            raise DataError(
+                f"problem {problem.index}: prompt is {len(ids)} tokens, longer than "
+                f"max_prompt_length={max_prompt_length}"
+            )
+        encoded.append(ids)
+    return encoded
+
+
+# -------------------------------------------------------------------------------------------- write
+
+
+def write_parquet(problems: Iterable[Problem], path: str | Path) -> Path:
+    """Write problems as a parquet file in the DAPO-Math-17k / verl schema (dapo-reference.md §7)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    rows = [
+        {
+            "data_source": p.data_source,
+            "prompt": [{"content": m["content"], "role": m["role"]} for m in p.messages],
+            "ability": DAPO_ABILITY,
+            "reward_model": {"ground_truth": p.ground_truth, "style": DAPO_REWARD_STYLE},
+            "extra_info": {"index": p.index},
+        }
+        for p in problems
+    ]
+    schema = pa.schema(
+        [
+            ("data_source", pa.string()),
+            ("prompt", pa.list_(pa.struct([("content", pa.string()), ("role", pa.string())]))),
+            ("ability", pa.string()),
+            ("reward_model", pa.struct([("ground_truth", pa.string()), ("style", pa.string())])),
+            ("extra_info", pa.struct([("index", pa.int64())])),
+        ]
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    return path
