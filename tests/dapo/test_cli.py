@@ -36,3 +36,12 @@ def test_cli_lists_presets_and_describes_fields():
     assert presets.returncode == 0 and "dapo_full" in presets.stdout and "paper_qwen32b" in presets.stdout
     described = train("--describe")
     assert "algorithm.clip_high" in described.stdout and "verl clip_ratio_high" in described.stdout
+
+
+def test_the_checked_in_config_reference_is_current():
+    from pathlib import Path
+
+    from dapo.train import markdown_reference
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "config-reference.md"
+    assert doc.read_text(encoding="utf-8") == markdown_reference(), "run: python -m dapo.train --reference"
