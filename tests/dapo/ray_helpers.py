@@ -174,8 +174,8 @@ class TwoNodeCluster:
         return sum(int(m) for m in re.findall(r"^\s*(\d+) node_", active, flags=re.MULTILINE))
 
     def stop(self) -> None:
-        """SIGTERM each process group we started, SIGKILL what is left after 5 s."""
-        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        """SIGTERM each process group we started, SIGKILL what is left after 3 s."""
+        for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
             for p in self.procs:
                 _killpg(p.pid, sig)
             deadline = time.time() + wait
