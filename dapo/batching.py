@@ -47,9 +47,9 @@ class Rollout:
             tokens = [tokenizer.decode([i]) for i in self.response_ids]
         return SampleRecord(
             step=self.step,
-            split=self.split,
+            split=self.split,  # type: ignore[arg-type]
             group=self.group,
-            sample_index=self.sample_index,  # type: ignore[arg-type]
+            sample_index=self.sample_index,
             problem_index=self.problem.index,
             prompt=self.problem.prompt_text,
             response=self.response,

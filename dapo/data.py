@@ -59,6 +59,8 @@ def load_problems(path: str | Path, *, dedupe: bool = True, limit: int | None = 
     path = Path(path)
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         rows = _parquet_rows(path, set() if dedupe else None)
@@ -117,7 +119,12 @@ def _parquet_rows(path: Path, seen: set[tuple] | None) -> Iterator[tuple[int, An
             if keys is None:
                 yield from enumerate(batch.to_pylist(), start=start + 1)
             else:
-                fresh = [i for i, key in enumerate(keys) if key not in seen and not seen.add(key)]
+                assert seen is not None  # keys are only computed when de-duplicating
+                fresh = []
+                for i, key in enumerate(keys):
+                    if key not in seen:
+                        seen.add(key)
+                        fresh.append(i)
                 rows = batch.take(pa.array(fresh, type=pa.int64())).to_pylist()
                 yield from ((start + i + 1, row) for i, row in zip(fresh, rows, strict=True))
             start += batch.num_rows

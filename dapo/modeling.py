@@ -41,7 +41,8 @@ def load_policy(cfg: ModelConfig, device: torch.device | None = None):  # -> (mo
         model.gradient_checkpointing_enable()
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return model.to(device), tokenizer
+    model.to(device)  # type: ignore[arg-type]  # nn.Module.to moves in place
+    return model, tokenizer
 
 
 def eos_token_ids(model, tokenizer) -> list[int]:

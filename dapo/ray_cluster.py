@@ -111,7 +111,7 @@ def connect() -> RayConnection:
         _temp_dir=str(temp),
         logging_level=logging.WARNING,
     )
-    gcs = context.address_info["gcs_address"]
+    gcs = context.address_info["gcs_address"]  # type: ignore[attr-defined]
     log.info("started a local Ray at %s (temp dir %s)", gcs, temp)
     return RayConnection(gcs, started_local=True, owns_init=True)
 

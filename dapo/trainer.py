@@ -29,7 +29,7 @@ from dapo.backends import Backend, make_backend
 from dapo.batching import Rollout, build_update_batch, make_rollouts, step_metrics
 from dapo.config import RunConfig
 from dapo.data import Problem, encode_prompts, load_problems
-from dapo.report import RunInfo, RunResult, Sink, StepReport
+from dapo.report import RunInfo, RunResult, SampleRecord, Sink, Status, StepReport
 from dapo.rollout.base import SamplingParams
 from dapo.sampling import GroupBatchFiller, keep_groups
 from dapo.stream import ProblemStream
@@ -89,7 +89,9 @@ class Trainer:
     # ---- the loop -----------------------------------------------------------------------------
 
     def fit(self) -> RunResult:
-        status, error, metrics = "succeeded", None, {}
+        status: Status = "succeeded"
+        error: str | None = None
+        metrics: dict[str, float] = {}
         try:
             self._setup()
             c = self.config
@@ -139,7 +141,7 @@ class Trainer:
             for row, ratio in ratios.items():
                 batch[row].token_ratio = ratio
             metrics = {**actor_metrics, **filler.metrics(), **step_metrics(rollouts, batch, c)}
-            val_samples = []
+            val_samples: list[SampleRecord] = []
             if self._validation_due():
                 with timer("testing"):
                     val_metrics, val_samples = self._validate()
