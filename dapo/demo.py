@@ -38,7 +38,7 @@ CHAT_TEMPLATE = (
     "{% if message['role'] == 'assistant' %}{{ eos_token }}{% else %}{{ '\\n' }}{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}"
 )
-PRETRAIN_STEPS = 600
+PRETRAIN_STEPS = 400
 """Default pre-training steps (batch 64): the shipped model's base accuracy comes from this many."""
 SHIPPED_DEMO_DIR = Path(__file__).resolve().parents[1] / "assets" / "demo"
 """The demo built with the defaults and committed with the repository."""
@@ -46,9 +46,6 @@ MAX_NEW_TOKENS = 48
 """Generation cap when measuring base accuracy; the longest worked solution is ~40 tokens."""
 Expression = tuple[tuple[int, ...], tuple[str, ...]]
 """Operands and the operators between them: ((12, 7, 3), ("+", "-")) is 12+7-3."""
-
-
-# ---------------------------------------------------------------------------------------- problems
 
 
 def expression_text(expression: Expression) -> str:
@@ -94,17 +91,18 @@ def make_arithmetic_problems(
     operands: Sequence[int] = (2, 3),
     exclude: Collection[str] = (),
 ) -> list[Problem]:
-    """`n` distinct problems ("Compute 12+7-3."), none whose expression ("12+7-3") is in `exclude`;
-    deterministic for a seed."""
+    """`n` distinct problems, none whose prompt text ("Compute 12+7-3.") is in `exclude`; deterministic
+    for a seed."""
     rng = random.Random(seed)
-    seen, problems = set(exclude), []
+    seen = set(exclude)
+    problems: list[Problem] = []
     for _ in range(100 * n + 1000):
         if len(problems) == n:
             return problems
-        expression = random_expression(rng, max_value=max_value, operands=operands)
-        if expression_text(expression) not in seen:
-            seen.add(expression_text(expression))
-            problems.append(make_problem(len(problems), expression))
+        problem = make_problem(len(problems), random_expression(rng, max_value=max_value, operands=operands))
+        if problem.prompt_text not in seen:
+            seen.add(problem.prompt_text)
+            problems.append(problem)
     raise ValueError(f"could not draw {n} distinct problems with max_value={max_value}, operands={operands}")
 
 
@@ -197,11 +195,13 @@ def _training_batch(
     import torch
     from torch.nn.utils.rnn import pad_sequence
 
-    sequences, prompt_lengths = [], []
+    sequences: list[Any] = []  # 1-D LongTensors
+    prompt_lengths: list[int] = []
     while len(sequences) < size:
         expression = random_expression(rng)
-        if expression_text(expression) not in exclude:
-            prompt = render_prompt(tokenizer, make_problem(0, expression))
+        problem = make_problem(0, expression)
+        if problem.prompt_text not in exclude:
+            prompt = render_prompt(tokenizer, problem)
             prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
             response_ids = tokenizer.encode(noisy_solution(expression, rng, noise), add_special_tokens=False)
             sequences.append(torch.tensor([*prompt_ids, *response_ids, tokenizer.eos_token_id]))
@@ -226,8 +226,9 @@ def pretrain(
     noise: float = 0.15,
     progress: bool = True,
 ) -> float:
-    """Supervised next-token training on fresh worked solutions (a fraction `noise` with a wrong step);
-    linear warm-up then cosine decay. Returns the mean loss of the last 20 steps."""
+    """Supervised next-token training on worked solutions of fresh problems whose prompt text is not in
+    `exclude`, a fraction `noise` of them with a wrong step; AdamW, linear warm-up then cosine decay to a
+    tenth. Returns the mean loss of the last 20 steps."""
     import torch
     from tqdm import tqdm
 
@@ -286,15 +287,13 @@ def measure_accuracy(
     return sum(correct) / len(correct)
 
 
-# ------------------------------------------------------------------------------------------- build
-
-
 def make_splits(seed: int, train_size: int, test_size: int) -> tuple[list[Problem], list[Problem]]:
     """(train, test): distinct problems drawn together, then split at random, so the two splits share
     no expression and follow the same distribution."""
     problems = make_arithmetic_problems(train_size + test_size, seed=seed)
     in_test = set(random.Random(f"split-{seed}").sample(range(len(problems)), test_size))
-    train, test = [], []
+    train: list[Problem] = []
+    test: list[Problem] = []
     for i, problem in enumerate(problems):
         split = test if i in in_test else train
         split.append(replace(problem, index=len(split)))
@@ -317,22 +316,11 @@ def build_demo(
     worked solutions of problems outside the test split; 4. base accuracy on the test split; 5. save.
     The manifest is written last: its presence marks a complete build.
     """
-    import torch
-
     started, cpu_started = time.perf_counter(), time.process_time()
     train, test = make_splits(seed, train_size, test_size)
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        tokenizer = build_tokenizer()
-        model = build_model(tokenizer, seed)
-        exclude = {_expression_of(p) for p in test}
-        loss = pretrain(model, tokenizer, steps=pretrain_steps, seed=seed, exclude=exclude, progress=progress)
-        torch.manual_seed(seed)
-        accuracy = measure_accuracy(model, tokenizer, test, samples=4)
-        greedy = measure_accuracy(model, tokenizer, test, greedy=True)
-    finally:
-        torch.set_num_threads(previous_threads)
+    model, tokenizer, loss, accuracy, greedy = _pretrained_model(
+        seed, pretrain_steps, test, threads, progress
+    )
     out = Path(out_dir)
     _save_model(model, tokenizer, out / "model")
     write_parquet(train, out / "data" / "train.parquet")
@@ -357,10 +345,23 @@ def build_demo(
     return manifest
 
 
-def _expression_of(problem: Problem) -> str:
-    """'12+7-3' from 'Compute 12+7-3.'."""
-    prefix, suffix = PROMPT_TEMPLATE.split("{expression}")
-    return problem.prompt_text.removeprefix(prefix).removesuffix(suffix)
+def _pretrained_model(seed: int, steps: int, test: list[Problem], threads: int, progress: bool) -> tuple:
+    """(model, tokenizer, final loss, accuracy at T=1.0 over 4 samples, greedy accuracy) on `threads`."""
+    import torch
+
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        tokenizer = build_tokenizer()
+        model = build_model(tokenizer, seed)
+        exclude = {p.prompt_text for p in test}
+        loss = pretrain(model, tokenizer, steps=steps, seed=seed, exclude=exclude, progress=progress)
+        torch.manual_seed(seed)
+        accuracy = measure_accuracy(model, tokenizer, test, samples=4)
+        greedy = measure_accuracy(model, tokenizer, test, greedy=True)
+    finally:
+        torch.set_num_threads(previous_threads)
+    return model, tokenizer, loss, accuracy, greedy
 
 
 def _save_model(model: Any, tokenizer: Any, model_dir: Path) -> None:

@@ -198,7 +198,9 @@ def test_unknown_extension_and_bad_limit_are_rejected(tmp_path: Path) -> None:
         load_problems(tmp_path / "d.csv", limit=0)
 
 
-def test_data_error_is_a_value_error() -> None:
+def test_missing_file_is_a_data_error_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"nope\.parquet: no such file"):
+        load_problems(tmp_path / "nope.parquet")
     assert issubclass(DataError, ValueError)
 
 

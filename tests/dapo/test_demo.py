@@ -44,10 +44,12 @@ def test_answers_are_correct_and_prompts_are_short() -> None:
     assert {len(re.findall(r"\d+", p.prompt_text)) for p in problems} == {2, 3}
 
 
-def test_exclude_skips_the_given_expressions() -> None:
-    excluded = {"1+1", "2+2"} | {p.prompt_text[8:-1] for p in demo.make_arithmetic_problems(100, seed=1)}
+def test_exclude_skips_the_given_prompts() -> None:
+    excluded = {"Compute 1+1.", "Compute 2+2."} | {
+        p.prompt_text for p in demo.make_arithmetic_problems(100, seed=1)
+    }
     problems = demo.make_arithmetic_problems(500, seed=1, exclude=excluded)
-    assert not {p.prompt_text[8:-1] for p in problems} & excluded
+    assert len(problems) == 500 and not {p.prompt_text for p in problems} & excluded
 
 
 def test_splits_are_disjoint_deterministic_and_indexed_from_zero() -> None:
