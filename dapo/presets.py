@@ -26,10 +26,11 @@ from dapo.config import (
 def tiny_cpu() -> RunConfig:
     """Full DAPO on the demo model and arithmetic task, sized for two CPU cores (~7 s a step unloaded).
 
-    The demo policy is a ~1.8M-parameter Llama, so the paper's lr of 1e-6 (tuned for 32B parameters) barely
-    moves it. Measured here (2e-5 against 6e-5, side by side on a loaded machine, 30 steps): held-out
-    mean@4 accuracy went from 42.6% to 48.9% at 2e-5 and to 47.7% at 6e-5, so 2e-5 it is. Groups of 8 and
-    16 kept prompts per step give 128 samples per step, and two optimiser steps per rollout step.
+    The demo policy is a ~1.8M-parameter Llama, so the paper's lr of 1e-6 (tuned for 32B parameters)
+    barely moves it. Measured on the first demo build (2e-5 against 6e-5, side by side on a loaded
+    machine, 30 steps): held-out mean@4 accuracy went from 42.6% to 48.9% at 2e-5 and to 47.7% at 6e-5,
+    so 2e-5 it is. Groups of 8 and 16 kept prompts per step give 128 samples per step, and two optimiser
+    steps per rollout step.
     """
     return RunConfig(
         model=ModelConfig(path="assets/demo/model", dtype="float32", device="cpu"),
