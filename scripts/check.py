@@ -4,7 +4,8 @@
 
 1. .venv with the runtime + dev locks (skipped when unchanged);
 2. Debian's chromium for the browser tests, when missing and we are root;
-3. Redis: the one answering on REDIS_URL, else one started on a free port (REDIS_URL exported);
+3. Redis: a private server on a free port (REDIS_URL exported), so that concurrent test runs on one
+   machine never share queues; where no redis-server exists, the one answering on REDIS_URL;
 4. ruff, mypy, the import-layering contracts (lint-imports), then pytest;
 5. stop what step 3 started.
 Exit status: pytest's when it failed, else the first failed check's, else 0.
@@ -105,7 +106,8 @@ def main() -> int:
     try:
         if not lint_only:
             ensure_chromium(stack.log_dir)
-            env["REDIS_URL"] = ensure_redis(stack, env, var_dir, envsetup.venv_bin("python"))
+            python = envsetup.venv_bin("python")
+            env["REDIS_URL"] = ensure_redis(stack, env, var_dir, python, private=True)
         return run_checks(checks(pytest_args, lint_only), env)
     except KeyboardInterrupt:
         print("\n[check] interrupted")

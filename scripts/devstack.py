@@ -188,7 +188,8 @@ class Supervisor:
         url = self.start_web()
         if ray is not None:
             wait_until(partial(Stack.log_says, ray, "Ray runtime started"), "the Ray head", 60, self.stack)
-        worker = self.stack.start("worker", celery_argv(self.stack.stack_id), self.env, cwd=ROOT, grace_s=15)
+        celery = celery_argv(self.stack.stack_id, self.env.get("DAPO_QUEUE", "training"))
+        worker = self.stack.start("worker", celery, self.env, cwd=ROOT, grace_s=15)
         bootstrap_output = self.manage("bootstrap", *self.bootstrap_args, echo=True)
         t = self.lap("bootstrap", t)
         wait_until(lambda: http_ok(url + LOGIN_PATH), "the login page answering", READY_TIMEOUT_S, self.stack)
@@ -229,8 +230,8 @@ def ray_temp_dir(var_dir: Path) -> Path:
     return short
 
 
-def celery_argv(stack_id: str) -> list[str]:
-    argv = [str(VENV_BIN / "celery"), "-A", "worker.app", "worker", "-Q", "training", "--concurrency", "1"]
+def celery_argv(stack_id: str, queue: str) -> list[str]:
+    argv = [str(VENV_BIN / "celery"), "-A", "worker.app", "worker", "-Q", queue, "--concurrency", "1"]
     return argv + ["--loglevel", "INFO", "-n", f"dapo-{stack_id[:8]}@%h"]
 
 

@@ -266,13 +266,21 @@ def redis_server_binary(venv_python: Path) -> str | None:
     return found.stdout.strip() or None
 
 
-def ensure_redis(stack: Stack, env: dict[str, str], var_dir: Path, venv_python: Path) -> str:
-    """Reuse the Redis that answers on REDIS_URL, or start one on a free port; return the URL to use."""
+def ensure_redis(
+    stack: Stack, env: dict[str, str], var_dir: Path, venv_python: Path, private: bool = False
+) -> str:
+    """Reuse the Redis that answers on REDIS_URL, or start one on a free port; return the URL to use.
+
+    With `private`, start our own whenever a redis-server binary exists: test runs then never share
+    queues with another run on the same machine (a shared Redis let one suite's Celery worker take the
+    other's tasks).
+    """
     url = env.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-    if redis_ping(url):
+    binary = shutil.which("redis-server") if private else None
+    if binary is None and redis_ping(url):
         say(f"[redis] using the server that answers on {url}")
         return url
-    binary = redis_server_binary(venv_python)
+    binary = binary or redis_server_binary(venv_python)
     if binary is None:
         raise RuntimeError("no Redis answers on REDIS_URL and none could be started: install redis-server")
     port = free_ports(1)[0]

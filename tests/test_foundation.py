@@ -361,3 +361,15 @@ def test_make_demo_serves_the_login_page_and_ctrl_c_leaves_nothing(tmp_path: Pat
         if supervisor.poll() is None:
             supervisor.kill()
     assert alive(ours) == [] and stack.stack_pids(state["stack_id"]) == []
+
+
+def test_a_private_redis_is_started_even_when_one_answers(tmp_path: Path, redis_url: str) -> None:
+    if not shutil.which("redis-server"):
+        pytest.skip("no redis-server binary")
+    services = stack.Stack(tmp_path / "log")
+    env = {**os.environ, "REDIS_URL": redis_url}
+    url = stack.ensure_redis(services, env, tmp_path, Path(sys.executable), private=True)
+    try:
+        assert url != redis_url and stack.redis_ping(url)
+    finally:
+        services.stop_all()
