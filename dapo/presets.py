@@ -23,6 +23,24 @@ from dapo.config import (
 )
 
 
+def full_dapo(*, overlong_buffer_len: int) -> AlgorithmConfig:
+    """The paper's algorithm (§8): clip 0.2 / 0.28 with dual clip c = 10, token-level loss, dynamic
+    sampling on accuracy (at most 10 rounds), overlong filtering, soft overlong punishment (factor 1)."""
+    return AlgorithmConfig(
+        clip_low=0.2,
+        clip_high=0.28,
+        clip_c=10.0,
+        loss_agg_mode="token-mean",
+        dynamic_sampling=True,
+        filter_metric="acc",
+        max_num_gen_batches=10,
+        overlong_filtering=True,
+        overlong_buffer=True,
+        overlong_buffer_len=overlong_buffer_len,
+        overlong_penalty_factor=1.0,
+    )
+
+
 def tiny_cpu() -> RunConfig:
     """Full DAPO on the demo model and arithmetic task, sized for two CPU cores (~7 s a step unloaded).
 
@@ -42,19 +60,7 @@ def tiny_cpu() -> RunConfig:
             gen_batch_size=24,
         ),
         rollout=RolloutConfig(engine="hf", n=8, temperature=1.0, max_response_length=48),
-        algorithm=AlgorithmConfig(
-            clip_low=0.2,
-            clip_high=0.28,
-            clip_c=10.0,
-            loss_agg_mode="token-mean",
-            dynamic_sampling=True,
-            filter_metric="acc",
-            max_num_gen_batches=10,
-            overlong_filtering=True,
-            overlong_buffer=True,
-            overlong_buffer_len=8,
-            overlong_penalty_factor=1.0,
-        ),
+        algorithm=full_dapo(overlong_buffer_len=8),
         optim=OptimConfig(lr=2e-5, warmup_steps=2, mini_batch_size=8, micro_batch_size=64, total_steps=60),
         validation=ValidationConfig(every_n_steps=10, n_samples=4, temperature=1.0, top_p=1.0),
         checkpoint=CheckpointConfig(every_n_steps=10, keep_last=2),
@@ -86,19 +92,7 @@ def paper_qwen32b() -> RunConfig:
             tensor_parallel_size=4,
             gpu_memory_utilization=0.8,
         ),
-        algorithm=AlgorithmConfig(
-            clip_low=0.2,
-            clip_high=0.28,
-            clip_c=10.0,
-            loss_agg_mode="token-mean",
-            dynamic_sampling=True,
-            filter_metric="acc",
-            max_num_gen_batches=10,
-            overlong_filtering=True,
-            overlong_buffer=True,
-            overlong_buffer_len=4096,
-            overlong_penalty_factor=1.0,
-        ),
+        algorithm=full_dapo(overlong_buffer_len=4096),
         optim=OptimConfig(
             lr=1e-6,
             warmup_steps=20,
