@@ -148,4 +148,4 @@ def recover_orphans(**_: Any) -> None:
     orphans = Run.objects.filter(status=Status.RUNNING, lease_expires__lt=timezone.now())
     for run_id in orphans.values_list("pk", flat=True):
         log.info("run %s: lease expired, queueing it again", run_id)
-        launch_run.apply_async(args=[run_id], queue="training")
+        launch_run.apply_async(args=[run_id], queue=settings.DAPO_QUEUE)

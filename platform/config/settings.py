@@ -177,12 +177,18 @@ USE_TZ = True
 # ---- Redis: Celery broker and the channel layer -----------------------------------------------------
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+DAPO_QUEUE = env_str("DAPO_QUEUE", "training")
+"""The Celery queue of training runs (tests use one of their own, so concurrent test runs never mix)."""
 
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # socket_timeout None: a quiet run must not time the group receive loop out (redis 7.4.1 pinned).
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}], "capacity": 1000},
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+            "capacity": 1000,
+            "prefix": env_str("DAPO_CHANNEL_PREFIX", "asgi"),
+        },
     }
 }
 
@@ -192,8 +198,8 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
-CELERY_TASK_DEFAULT_QUEUE = "training"
-CELERY_TASK_ROUTES = {"worker.tasks.*": {"queue": "training"}}
+CELERY_TASK_DEFAULT_QUEUE = DAPO_QUEUE
+CELERY_TASK_ROUTES = {"worker.tasks.*": {"queue": DAPO_QUEUE}}
 CELERY_TASK_ACKS_LATE = True  # a worker killed mid-run leaves the message to be redelivered
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # one run at a time per worker process

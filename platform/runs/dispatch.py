@@ -6,13 +6,14 @@ by name through the Celery app of ``config.celery``, which ``worker.app`` extend
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 
 
 def send(task: str, run_id: int) -> None:
     from config.celery import app  # lazy: a page that never queues anything does not load Celery
 
-    app.send_task(f"worker.tasks.{task}", args=[run_id], queue="training")
+    app.send_task(f"worker.tasks.{task}", args=[run_id], queue=settings.DAPO_QUEUE)
 
 
 def on_commit(task: str, run_id: int) -> None:

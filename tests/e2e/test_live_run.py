@@ -41,7 +41,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     built = stack.REPO / "assets" / "demo"
     if (built / "model" / "config.json").is_file() and (built / "data" / "train.parquet").is_file():
         return {"root": built, "model": built / "model", "train": built / "data" / "train.parquet",
-                "test": built / "data" / "test.parquet", "trained": True}  # fmt: skip
+                "test": built / "data" / "test.parquet"}  # fmt: skip
     import torch
 
     from dapo.data import write_parquet
@@ -55,7 +55,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     write_parquet(make_arithmetic_problems(64, seed=1), root / "data" / "train.parquet")
     write_parquet(make_arithmetic_problems(8, seed=2), root / "data" / "test.parquet")
     return {"root": root, "model": root / "model", "train": root / "data" / "train.parquet",
-            "test": root / "data" / "test.parquet", "trained": False}  # fmt: skip
+            "test": root / "data" / "test.parquet"}  # fmt: skip
 
 
 @pytest.fixture
@@ -66,7 +66,6 @@ def live_stack(demo, alice, settings, tmp_path, redis_url) -> str:
     settings.DAPO_MODEL_ROOTS = [demo["root"]]
     register_model("demo-model", str(demo["model"]))
     register_dataset("demo-arithmetic", str(demo["train"]), str(demo["test"]))
-    stack.flush_redis(stack.redis_test_url())
     env = stack.environment(
         tmp_path / "var", DAPO_MODEL_ROOTS=str(demo["root"]), DJANGO_ALLOWED_HOSTS="127.0.0.1"
     )
@@ -87,6 +86,8 @@ def test_a_user_configures_launches_and_watches_a_run_live(live_stack, demo, chr
         browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
         page.set_default_timeout(20_000)
+        errors: list[str] = []  # a script error would silently stop the page from updating
+        page.on("pageerror", lambda e: errors.append(str(e)))
 
         # 1. log in
         page.goto(f"{base}/runs/")
@@ -111,8 +112,8 @@ def test_a_user_configures_launches_and_watches_a_run_live(live_stack, demo, chr
             page.click(f"#section-{section} > summary")
         for name, value in SMALL_RUN.items():
             page.fill(f"[name='{name}']", value)
-        if not demo["trained"]:  # an untrained model answers nothing right: every group would be filtered
-            page.uncheck("[name='algorithm.dynamic_sampling']")
+        # 12 new tokens truncate every answer (all wrong): dynamic sampling would filter every group away
+        page.uncheck("[name='algorithm.dynamic_sampling']")
         page.screenshot(path=str(ARTIFACTS / "e2e-1-new-run.png"), full_page=True)
 
         # 3. launch; the run page opens and goes live without any reload
@@ -129,6 +130,7 @@ def test_a_user_configures_launches_and_watches_a_run_live(live_stack, demo, chr
             timeout=300_000,
         )
         assert page.evaluate("window.__noReload") is True  # the chart grew in place
+        assert not errors, errors
         page.screenshot(path=str(ARTIFACTS / "e2e-2-live-run.png"))
         if docs := os.environ.get("DAPO_DOCS_SCREENSHOT"):
             page.screenshot(path=docs)
@@ -158,6 +160,7 @@ def test_a_user_configures_launches_and_watches_a_run_live(live_stack, demo, chr
         page.goto(f"{base}/runs/")
         expect(page.locator("#runs-body tr")).to_have_count(2)
         page.screenshot(path=str(ARTIFACTS / "e2e-5-runs.png"))
+        assert not errors, errors
         browser.close()
 
     first = Run.objects.get(pk=run_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -12,10 +13,17 @@ from dapo.report import SampleRecord, StepReport
 TEST_REDIS_DB = int(os.environ.get("DAPO_TEST_REDIS_DB", "13"))
 
 
+TEST_QUEUE = f"training-test-{uuid.uuid4().hex[:12]}"
+"""This test session's Celery queue and channel-layer prefix: test runs on one machine (several checkouts,
+several sessions) share the Redis server, and must never take each other's messages."""
+
+
 def use_test_environment() -> None:
-    """Django settings for tests, and a dedicated Redis database so tests never touch real queues."""
+    """Django settings for tests, a dedicated Redis database, and a queue of this session's own."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ["REDIS_URL"] = redis_test_url()
+    os.environ.setdefault("DAPO_QUEUE", TEST_QUEUE)
+    os.environ.setdefault("DAPO_CHANNEL_PREFIX", f"asgi-{TEST_QUEUE}")
 
 
 def redis_test_url() -> str:

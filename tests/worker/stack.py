@@ -38,6 +38,8 @@ def environment(var_dir: Path, **extra: str) -> dict[str, str]:
         **os.environ,
         "DATABASE_URL": database_url(),
         "REDIS_URL": redis_test_url(),  # never settings.REDIS_URL: Django may have been set up before
+        "DAPO_QUEUE": os.environ["DAPO_QUEUE"],  # this session's own queue and channel prefix
+        "DAPO_CHANNEL_PREFIX": os.environ["DAPO_CHANNEL_PREFIX"],
         "DAPO_VAR_DIR": str(var_dir),
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "platform")]),
@@ -45,12 +47,6 @@ def environment(var_dir: Path, **extra: str) -> dict[str, str]:
         **extra,
     }
     return env
-
-
-def flush_redis(url: str) -> None:
-    import redis
-
-    redis.Redis.from_url(url).flushdb()
 
 
 def free_port() -> int:
@@ -91,8 +87,9 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def celery_worker(env: dict[str, str], log: Path) -> Any:
-    args = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", "training", "-P", "solo",
-            "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"]  # fmt: skip
+    args = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", env["DAPO_QUEUE"],
+            "-P", "solo", "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "-l", "info"]  # fmt: skip
     return process(args, env, log, ready="ready.")
 
 

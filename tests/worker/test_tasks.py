@@ -4,11 +4,13 @@ with a fast stand-in trainer: lifecycle, duplicate delivery, cancel, resume, tak
 from __future__ import annotations
 
 import json
+import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 from runs import dispatch
 from runs.models import Checkpoint, MetricPoint, Run, Status
@@ -24,13 +26,15 @@ LEASE_SECONDS = 4
 
 
 @pytest.fixture(scope="module")
-def worker(django_db_setup: Any, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def worker(
+    django_db_setup: Any, django_db_blocker: Any, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Any:
     """A Celery worker process for this module's tests; yields the folder its runs write into."""
     from config.celery import app
 
-    url = redis_test_url()  # a database of its own: flushing it touches no real queue
+    url = redis_test_url()  # a database of its own, and below a queue of this session's own
     app.conf.broker_url = url  # whatever settings.REDIS_URL was when Django was set up
-    stack.flush_redis(url)
+    previous_queue, settings.DAPO_QUEUE = settings.DAPO_QUEUE, os.environ["DAPO_QUEUE"]
     var = tmp_path_factory.mktemp("worker-var")
     env = stack.environment(
         var,
@@ -41,8 +45,9 @@ def worker(django_db_setup: Any, redis_url: str, tmp_path_factory: pytest.TempPa
     )
     with stack.celery_worker(env, var / "celery.log"):
         yield var
-    stack.wait_for_other_sessions_to_leave()
-    stack.flush_redis(url)
+    settings.DAPO_QUEUE = previous_queue
+    with django_db_blocker.unblock():
+        stack.wait_for_other_sessions_to_leave()
 
 
 @pytest.fixture
