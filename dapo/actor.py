@@ -14,7 +14,6 @@ scales its loss by ``world_size``.
 from __future__ import annotations
 
 import math
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 import torch
 
 from dapo.config import RunConfig
-from dapo.loss import policy_loss
+from dapo.loss import masked_mean, policy_loss
 from dapo.modeling import eos_token_ids, load_policy, pack, resolve_device, response_logprobs
 from dapo.rollout import create_engine
 from dapo.rollout.base import Completion, SamplingParams
@@ -88,12 +87,6 @@ class PolicyActor:
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         self.model.eval()
         return self.engine.generate(prompts, params)
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-    def token_strings(self, ids: list[int]) -> list[str]:
-        return [self.tokenizer.decode([i]) for i in ids]
 
     # ---- log-probs ----------------------------------------------------------------------------
 
@@ -179,7 +172,7 @@ class PolicyActor:
             # Metrics of the micro-batch weighted by its share of the mini-batch's tokens.
             share = float(mask.sum().item()) / total_tokens
             assert entropy is not None
-            m["actor/entropy"] = float((entropy.detach() * mask).sum().item()) / max(float(mask.sum()), 1.0)
+            m["actor/entropy"] = float(masked_mean(entropy.detach(), mask))
             m["actor/pg_loss"] = float(loss.item())
             for k, v in m.items():
                 metrics[k] += v if k == "actor/pg_loss" else v * share
@@ -223,9 +216,6 @@ class PolicyActor:
         if self.device.type == "cuda":
             stats["perf/max_memory_allocated_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
         return stats
-
-    def ping(self) -> float:
-        return time.time()
 
 
 def _pad_rows(rows: list[list[float]], width: int, device: torch.device) -> torch.Tensor:

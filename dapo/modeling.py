@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from dapo.config import ModelConfig
+from dapo.loss import entropy_from_logits
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -100,8 +101,5 @@ def response_logprobs(
     log_norm = torch.logsumexp(logits, dim=-1)  # (B, T)
     logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm
     logp = logp * batch.response_mask
-    entropy = None
-    if with_entropy:
-        probs = torch.softmax(logits, dim=-1)
-        entropy = (log_norm - (probs * logits).sum(-1)) * batch.response_mask
+    entropy = entropy_from_logits(logits) * batch.response_mask if with_entropy else None
     return logp, entropy
