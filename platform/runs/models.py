@@ -47,6 +47,12 @@ class Run(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=200)
     preset = models.CharField(max_length=64, blank=True)
+    group = models.CharField(
+        max_length=200,
+        blank=True,
+        db_index=True,
+        help_text="Runs launched together (an ablation ladder, a seed sweep) share it; compared as one.",
+    )
     config = models.JSONField(help_text="The full RunConfig.to_dict().")
     base_model = models.ForeignKey("catalog.BaseModel", null=True, blank=True, on_delete=models.SET_NULL)
     dataset = models.ForeignKey("catalog.Dataset", null=True, blank=True, on_delete=models.SET_NULL)

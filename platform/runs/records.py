@@ -73,6 +73,10 @@ class Sample(models.Model):
                 fields=["run", "split", "step", "sample_index"], name="sample_unique_index"
             )
         ]
+        indexes = [
+            # a problem's timeline within a run, and its solve rate across the runs of a dataset
+            models.Index(fields=["run", "split", "problem_index", "step"], name="sample_problem"),
+        ]
         ordering = ["step", "split", "sample_index"]
 
     @classmethod
