@@ -59,29 +59,54 @@ def load_problems(path: str | Path, *, dedupe: bool = True, limit: int | None = 
     path = Path(path)
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
+    return _collect(_validated(path, _rows(path, dedupe=dedupe, all_columns=False), dedupe=dedupe), limit)
+
+
+def iter_problem_rows(path: str | Path, *, dedupe: bool = True) -> Iterator[tuple[Problem, dict[str, Any]]]:
+    """Each problem of a dataset file with its row as stored (every column), streamed in file order.
+
+    The same validation, de-duplication and `Problem.index` as `load_problems`, so an index read here is
+    the `problem_index` of a run's samples. Raises `DataError` at the first malformed row and, at the end,
+    when the file holds no rows: problems yielded before an error stand, so a caller that must not keep
+    part of a file (an import) discards what it got.
+    """
+    path = Path(path)
+    yield from _validated(path, _rows(path, dedupe=dedupe, all_columns=True), dedupe=dedupe)
+
+
+def prompt_messages(prompt: Any) -> list[dict]:
+    """The chat messages the trainer builds from a row's `prompt` value (a string or a list of messages):
+    a string becomes one user message, each message keeps only `role` and `content`."""
+    return _parse_messages("column 'prompt'", prompt)
+
+
+def _rows(path: Path, *, dedupe: bool, all_columns: bool) -> Iterator[tuple[int, Any]]:
+    """(1-based row number, row) of a `.parquet`, `.jsonl` or `.json` file; DataError on anything else."""
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        rows = _parquet_rows(path, set() if dedupe else None)
-    elif suffix == ".jsonl":
-        rows = _jsonl_rows(path)
-    elif suffix == ".json":
-        rows = _json_rows(path)
-    else:
-        raise DataError(f"{path}: unknown dataset extension {suffix!r} (expected .parquet, .jsonl or .json)")
-    problems = _collect(path, rows, dedupe=dedupe, limit=limit)
-    if not problems:
-        raise DataError(f"{path}: the file holds no rows")
-    return problems
+        return _parquet_rows(path, set() if dedupe else None, all_columns=all_columns)
+    if suffix == ".jsonl":
+        return _jsonl_rows(path)
+    if suffix == ".json":
+        return _json_rows(path)
+    raise DataError(f"{path}: unknown dataset extension {suffix!r} (expected .parquet, .jsonl or .json)")
 
 
-def _collect(
-    path: Path, rows: Iterable[tuple[int, Any]], *, dedupe: bool, limit: int | None
-) -> list[Problem]:
-    """Validate rows into problems, dropping repeats; every row is validated even past `limit`."""
+def _collect(problems: Iterable[tuple[Problem, Any]], limit: int | None) -> list[Problem]:
+    """The first `limit` problems; every row is still validated past `limit`."""
+    kept: list[Problem] = []
+    for problem, _row in problems:
+        if limit is None or len(kept) < limit:
+            kept.append(problem)
+    return kept
+
+
+def _validated(path: Path, rows: Iterable[tuple[int, Any]], *, dedupe: bool) -> Iterator[tuple[Problem, Any]]:
+    """Validate rows into (problem, row), dropping repeats; DataError at the end when there was no row."""
     seen: set[tuple] = set()
-    problems: list[Problem] = []
+    index = 0
     for row_number, row in rows:
         messages, ground_truth, data_source = _parse_row(path, row_number, row)
         if dedupe:
@@ -89,13 +114,17 @@ def _collect(
             if key in seen:
                 continue
             seen.add(key)
-        if limit is None or len(problems) < limit:
-            problems.append(Problem(len(problems), messages, ground_truth, data_source))
-    return problems
+        yield Problem(index, messages, ground_truth, data_source), row
+        index += 1
+    if index == 0:
+        raise DataError(f"{path}: the file holds no rows")
 
 
-def _parquet_rows(path: Path, seen: set[tuple] | None) -> Iterator[tuple[int, Any]]:
-    """Yield (1-based row number, row dict) from a parquet file, batch by batch.
+def _parquet_rows(
+    path: Path, seen: set[tuple] | None, *, all_columns: bool = False
+) -> Iterator[tuple[int, Any]]:
+    """Yield (1-based row number, row dict) from a parquet file, batch by batch: the columns a problem
+    needs, or with `all_columns` every column.
 
     With `seen`, rows whose (messages, ground truth) key is already in it are skipped before they are
     turned into dicts: the published DAPO-Math-17k repeats every problem ~100x, and building 1.7M row
@@ -111,7 +140,7 @@ def _parquet_rows(path: Path, seen: set[tuple] | None) -> Iterator[tuple[int, An
     for column in ("prompt", "reward_model"):
         if column not in names:
             raise DataError(f"{path}: column {column!r} is missing (DAPO schema: prompt, reward_model, ...)")
-    columns = [c for c in ("prompt", "reward_model", "data_source") if c in names]
+    columns = None if all_columns else [c for c in ("prompt", "reward_model", "data_source") if c in names]
     start = 0
     try:
         for batch in parquet.iter_batches(batch_size=65536, columns=columns):

@@ -9,7 +9,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dapo.data import DataError, Problem, encode_prompts, load_problems, render_prompt, write_parquet
+from dapo.data import (
+    DataError,
+    Problem,
+    encode_prompts,
+    iter_problem_rows,
+    load_problems,
+    prompt_messages,
+    render_prompt,
+    write_parquet,
+)
 
 
 def _problem(index: int, content: str, truth: str) -> Problem:
@@ -202,6 +211,47 @@ def test_missing_file_is_a_data_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"nope\.parquet: no such file"):
         load_problems(tmp_path / "nope.parquet")
     assert issubclass(DataError, ValueError)
+
+
+# ------------------------------------------------------------------------------- rows as stored
+
+
+def test_iter_problem_rows_gives_the_indices_of_load_problems_and_every_column(tmp_path: Path) -> None:
+    a, b = _problem(0, "What is 1+1?", "2"), _problem(1, "What is 2+2?", "4")
+    path = write_parquet([a, b, a, b, _problem(2, "3*3?", "9")], tmp_path / "train.parquet")
+
+    pairs = list(iter_problem_rows(path))
+
+    assert [p for p, _ in pairs] == load_problems(path)
+    assert [p.index for p, _ in pairs] == [0, 1, 2]
+    assert pairs[2][1]["extra_info"] == {"index": 2}  # columns a problem does not need are kept
+    assert pairs[2][1]["ability"] == "MATH"
+
+
+def test_iter_problem_rows_keeps_a_jsonl_row_as_written(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "d.jsonl", [{"prompt": "q", "answer": 3, "level": 5}])
+    [(problem, row)] = iter_problem_rows(path)
+    assert row == {"prompt": "q", "answer": 3, "level": 5}
+    assert (problem.messages, problem.ground_truth) == ([{"role": "user", "content": "q"}], "3")
+
+
+def test_iter_problem_rows_raises_at_the_bad_row_after_the_good_ones(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "d.jsonl", [{"prompt": "a", "answer": "1"}, {"prompt": "b"}])
+    rows = iter_problem_rows(path)
+    assert next(rows)[0].ground_truth == "1"
+    with pytest.raises(DataError, match=r"d\.jsonl: row 2: column 'answer' is missing"):
+        next(rows)
+    (tmp_path / "e.jsonl").write_text("\n")
+    with pytest.raises(DataError, match=r"e\.jsonl: the file holds no rows"):
+        list(iter_problem_rows(tmp_path / "e.jsonl"))
+
+
+def test_prompt_messages_normalises_like_the_trainer() -> None:
+    assert prompt_messages("q") == [{"role": "user", "content": "q"}]
+    stored = [{"content": "S", "role": "system", "name": "x"}, {"content": "Q", "role": "user"}]
+    assert prompt_messages(stored) == [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}]
+    with pytest.raises(DataError, match="no message with role 'user'"):
+        prompt_messages([{"role": "system", "content": "S"}])
 
 
 # ---------------------------------------------------------------------------------------- prompts
