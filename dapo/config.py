@@ -96,7 +96,7 @@ class DataConfig:
         c.require(
             self.reward_fn in REWARD_FUNCTIONS,
             "reward_fn",
-            f"unknown reward function {self.reward_fn!r}; valid: {', '.join(REWARD_FUNCTIONS)}",
+            f"unknown reward function {_show(self.reward_fn)}; valid: {', '.join(REWARD_FUNCTIONS)}",
         )
         c.require(1 <= self.max_prompt_length <= 1_000_000, "max_prompt_length", "must be in [1, 1000000]")
         c.require(1 <= self.train_batch_size <= 1_000_000, "train_batch_size", "must be in [1, 1000000]")
@@ -410,7 +410,7 @@ class RunConfig:
                 except ConfigError as e:
                     errors.update(e.errors)
             else:
-                errors[str(key)] = f"unknown key; valid keys: {', '.join([*SECTIONS, 'seed'])}"
+                errors[_key(key)] = f"unknown key; valid keys: {', '.join([*SECTIONS, 'seed'])}"
         if errors:
             raise ConfigError(errors)
         return cls(**kwargs)
@@ -441,7 +441,7 @@ class RunConfig:
             elif isinstance(data.get(section), dict):
                 data[section][key] = value
             else:
-                raise ConfigError({name: "unknown field"})
+                raise ConfigError({_key(name): "unknown field"})
         return RunConfig.from_dict(data)
 
 
@@ -472,7 +472,7 @@ def _build_section(cls: type, value: Any, prefix: str) -> Any:
     kwargs: dict[str, Any] = {}
     for key, raw in value.items():
         if key not in names:
-            errors[f"{prefix}.{key}"] = f"unknown field; valid fields: {', '.join(sorted(names))}"
+            errors[_key(f"{prefix}.{key}")] = f"unknown field; valid fields: {', '.join(sorted(names))}"
             continue
         try:
             kwargs[key] = _coerce(raw, hints[key], f"{prefix}.{key}")
@@ -498,7 +498,7 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
     if origin is Literal:
         choices = typing.get_args(tp)
         if value not in choices or not isinstance(value, str):
-            raise ConfigError({name: f"must be one of {', '.join(map(str, choices))}; got {value!r}"})
+            raise ConfigError({name: f"must be one of {', '.join(map(str, choices))}; got {_show(value)}"})
         return value
     if origin is tuple:
         args = typing.get_args(tp)
@@ -507,27 +507,50 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
         return tuple(_coerce(v, a, name) for v, a in zip(value, args, strict=True))
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError({name: f"must be true or false, got {value!r}"})
+            raise ConfigError({name: f"must be true or false, got {_show(value)}"})
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError({name: f"must be an integer, got {value!r}"})
+            raise ConfigError({name: f"must be an integer, got {_show(value)}"})
         if abs(value) > 2**63:
             raise ConfigError({name: "is too large"})
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError({name: f"must be a number, got {value!r}"})
+            raise ConfigError({name: f"must be a number, got {_show(value)}"})
         if abs(value) > 1e300 or not math.isfinite(float(value)):
             raise ConfigError({name: "must be a finite number"})
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError({name: f"must be a string, got {value!r}"})
+            raise ConfigError({name: f"must be a string, got {_show(value)}"})
         if len(value) > 4096:
             raise ConfigError({name: "is too long (4096 characters at most)"})
+        if not _is_unicode(value):
+            raise ConfigError({name: "must be valid Unicode text (it contains a lone surrogate)"})
         return value
     raise ConfigError({name: f"unsupported type {tp}"})
+
+
+def _is_unicode(text: str) -> bool:
+    """False for a string with lone surrogates (JSON's "\\ud800"): no database or file system takes it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """A value for an error message, cut: a message must not echo a megabyte the user sent."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _key(key: Any) -> str:
+    """A user's unknown key as an error's field name: as sent, unless too long or not valid Unicode."""
+    text = str(key).encode("utf-8", "backslashreplace").decode("utf-8")  # a surrogate becomes "\\ud800"
+    return text if len(text) <= 100 else text[:99] + "…"
 
 
 @functools.cache

@@ -23,7 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from runs.configuring import build_config, validate_name
+from runs.configuring import build_config, shown, validate_name
 from runs.events import publish, status_event
 from runs.models import Run, Sample, Status
 from runs.series import list_row, metric_series
@@ -145,12 +145,12 @@ def _catalog_picks(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]
         if raw is None:
             continue
         entry = None
-        if isinstance(raw, str):
+        if isinstance(raw, str) and not validate_name(raw):  # no NUL or surrogate reaches the database
             entry = model.objects.filter(name=raw).first()
         elif isinstance(raw, int) and not isinstance(raw, bool) and 0 < raw <= MAX_INT:
             entry = model.objects.filter(pk=raw).first()
         if entry is None:
-            errors[key] = f"no {key.replace('_', ' ')} {raw!r} in the catalog"
+            errors[key] = f"no {key.replace('_', ' ')} {shown(raw)} in the catalog"
         picks[key] = entry
     return picks, errors
 

@@ -63,7 +63,7 @@ def _base(preset: str | None, config: Any) -> tuple[RunConfig | None, Errors]:
     if not preset:
         return None, {"preset": f"give a preset or a config; presets: {', '.join(PRESETS)}"}
     if not isinstance(preset, str) or preset not in PRESETS:
-        return None, {"preset": f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}"}
+        return None, {"preset": f"unknown preset {shown(preset)}; valid presets: {', '.join(PRESETS)}"}
     return get_preset(preset), {}
 
 
@@ -80,6 +80,8 @@ def check_paths(cfg: RunConfig) -> Errors:
             check()
         except PathError as e:
             errors[name] = str(e)
+        except (OSError, RuntimeError, ValueError) as e:  # too long a name, "~nobody/", a surrogate
+            errors[name] = f"is not a usable path ({type(e).__name__}: {str(e)[:80]})"
     return errors
 
 
@@ -90,4 +92,21 @@ def validate_name(name: Any) -> Errors:
         return {"name": "is too long (200 characters at most)"}
     if any(ord(c) < 32 for c in name):
         return {"name": "must not contain control characters"}
+    if not _is_unicode(name):
+        return {"name": "must be valid Unicode text"}
     return {}
+
+
+def _is_unicode(text: str) -> bool:
+    """False for lone surrogates (JSON allows "\\ud800"): the database cannot store them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """A user's value in an error message, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

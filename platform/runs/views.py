@@ -44,10 +44,10 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def run_new(request: HttpRequest) -> HttpResponse:
-    parent = _run_for(request, int(request.GET["fork"])) if request.GET.get("fork", "").isdigit() else None
+    parent = _run_for(request, int(request.GET["fork"])) if _digits(request.GET.get("fork")) else None
     if request.method == "POST":
         return _create_from_post(request, parent)
-    source = _run_for(request, int(request.GET["from"])) if request.GET.get("from", "").isdigit() else parent
+    source = _run_for(request, int(request.GET["from"])) if _digits(request.GET.get("from")) else parent
     values, preset, name = _initial(request, source)
     return _render_new(request, values, {}, preset=preset, name=name, parent=parent)
 
@@ -147,6 +147,11 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     else:
         messages.error(request, "Only a failed or cancelled run with a checkpoint can be resumed.")
     return redirect("runs:detail", run_id=run.pk)
+
+
+def _digits(raw: str | None) -> bool:
+    """ASCII digits only: str.isdigit() is also true of "²", which int() refuses."""
+    return raw is not None and raw.isascii() and raw.isdigit()
 
 
 def _int(raw: Any) -> int | None:
