@@ -1,13 +1,20 @@
 """The websocket of a run (``/ws/runs/<id>/``): checks access, sends a snapshot, relays live events.
 
-Close codes: 4001 not logged in, 4004 no such run for this user (another user's run looks missing).
+Close codes: 4001 not logged in, 4004 no such run for this user (another user's run looks missing),
+1009 a message over MAX_FRAME_CHARS, 4029 a client that kept sending faster than the rate limit.
 A client that reconnects passes ``?after=<last step it has>`` (or sends ``{"type": "catchup",
-"after_step": N}``) and receives only what it missed. Malformed messages are ignored.
+"after_step": N}``) and receives only what it missed. Catch-ups closer together than
+CATCHUP_MIN_INTERVAL_S are merged into one, sent at the end of the interval (never dropped: a client
+asks when it sees a gap, and a dropped answer would leave the gap). Anything else a client sends
+(non-JSON, binary, unknown types, messages over MAX_MESSAGE_CHARS) is ignored.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 import time
 from typing import Any
 from urllib.parse import parse_qs
@@ -19,17 +26,32 @@ from runs.events import group_name
 from runs.models import Run
 from runs.series import snapshot
 
+log = logging.getLogger(__name__)
+
 CLOSE_UNAUTHENTICATED = 4001
 CLOSE_NOT_FOUND = 4004
+CLOSE_TOO_BIG = 1009  # RFC 6455: message too big to process
+CLOSE_FLOODING = 4029  # as HTTP 429
 MAX_MESSAGE_CHARS = 4096
+"""Longer messages are ignored (a real client sends ~50 characters)."""
+MAX_FRAME_CHARS = 65536
+"""Longer messages close the connection."""
+RATE_PER_S = 10.0
+"""Messages a client may send per second, on average, with bursts of RATE_BURST."""
+RATE_BURST = 20.0
+MAX_DROPPED = 100
+"""Messages over the rate limit that are ignored before the connection is closed."""
 CATCHUP_MIN_INTERVAL_S = 0.5
 
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
+    pending_after: int | None = None
+    catchup_task: asyncio.Task | None = None
 
     async def connect(self) -> None:
         await self.accept()  # accept first so the browser sees our close code (a refusal is only 403/1006)
+        self.tokens, self.refilled_at, self.dropped = RATE_BURST, time.monotonic(), 0
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -38,33 +60,66 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if self.run is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        self.group = group_name(self.run.pk)
         self.last_catchup = 0.0
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.channel_layer.group_add(group_name(self.run.pk), self.channel_name)
+        self.group = group_name(self.run.pk)  # only now: disconnect() leaves only a group it joined
         after = _int_or_none(parse_qs(self.scope.get("query_string", b"").decode()).get("after", [None])[0])
         await self._send_snapshot("snapshot", _step(after))
 
     async def disconnect(self, code: int) -> None:
+        if self.catchup_task is not None:
+            self.catchup_task.cancel()
         if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            with contextlib.suppress(Exception):  # Redis away: its group entries expire by themselves
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def websocket_receive(self, message: dict[str, Any]) -> None:
+        await self.receive(text_data=message.get("text"), bytes_data=message.get("bytes"))
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.group is None or not text_data or len(text_data) > MAX_MESSAGE_CHARS:
+        if self.group is None:
             return
-        try:
-            message = json.loads(text_data)
-        except ValueError:
+        size = len(text_data or "") + len(bytes_data or b"")
+        if size > MAX_FRAME_CHARS:
+            await self.close(code=CLOSE_TOO_BIG)
             return
-        if not isinstance(message, dict) or message.get("type") != "catchup":
+        if not self._within_rate():
+            self.dropped += 1
+            if self.dropped > MAX_DROPPED:
+                log.warning(
+                    "run %s: closing a websocket that floods (%s messages ignored)", self.run.pk, MAX_DROPPED
+                )
+                await self.close(code=CLOSE_FLOODING)
             return
-        after = message.get("after_step")
+        after = _catchup_step(text_data) if text_data and size <= MAX_MESSAGE_CHARS else None
+        if after is not None:
+            await self._request_catchup(after)
+
+    def _within_rate(self) -> bool:
+        """A token bucket: RATE_PER_S tokens a second, at most RATE_BURST; a message takes one."""
         now = time.monotonic()
-        if (
-            isinstance(after, int)
-            and not isinstance(after, bool)
-            and now - self.last_catchup >= CATCHUP_MIN_INTERVAL_S
-        ):
-            self.last_catchup = now
+        self.tokens = min(RATE_BURST, self.tokens + (now - self.refilled_at) * RATE_PER_S)
+        self.refilled_at = now
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
+
+    async def _request_catchup(self, after: int) -> None:
+        """Send a catch-up now, or merge it into the one scheduled at the end of the interval."""
+        self.pending_after = after if self.pending_after is None else min(after, self.pending_after)
+        wait = self.last_catchup + CATCHUP_MIN_INTERVAL_S - time.monotonic()
+        if wait <= 0:
+            await self._flush_catchup()
+        elif self.catchup_task is None or self.catchup_task.done():
+            self.catchup_task = asyncio.ensure_future(self._flush_catchup(delay=wait))
+
+    async def _flush_catchup(self, delay: float = 0.0) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        after, self.pending_after = self.pending_after, None
+        self.last_catchup = time.monotonic()
+        if after is not None:
             await self._send_snapshot("catchup", _step(after))
 
     async def run_event(self, message: dict[str, Any]) -> None:
@@ -80,6 +135,18 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if pk is None or not 0 < pk < 2**63:
             return None
         return Run.objects.visible_to(user).filter(pk=pk).first()
+
+
+def _catchup_step(text: str) -> int | None:
+    """The step of a well-formed ``{"type": "catchup", "after_step": N}``; None for anything else."""
+    try:
+        message = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: "[[[[…" nested past the parser's depth
+        return None
+    if not isinstance(message, dict) or message.get("type") != "catchup":
+        return None
+    after = message.get("after_step")
+    return after if isinstance(after, int) and not isinstance(after, bool) else None
 
 
 def _int_or_none(raw: str | None) -> int | None:
