@@ -1,8 +1,11 @@
+from typing import Any
+
 from django import forms
 from django.contrib import admin
 
-from catalog.models import BaseModel, Dataset
-from catalog.paths import PathError, check_data_path, check_model_path, portable
+from catalog.importer import ImportFailed, SplitFile, check_files, import_dataset
+from catalog.models import BaseModel, Dataset, DatasetRow
+from catalog.paths import PathError, check_dataset_path, check_model_path, portable
 
 
 class BaseModelForm(forms.ModelForm):
@@ -18,9 +21,11 @@ class BaseModelForm(forms.ModelForm):
 
 
 class DatasetForm(forms.ModelForm):
+    """Files inside DAPO_DATASET_ROOTS, validated row by row before the dataset is saved and imported."""
+
     class Meta:
         model = Dataset
-        fields = "__all__"
+        fields = ["name", "path", "val_path", "description"]
 
     def clean_path(self) -> str:
         return self._file(self.cleaned_data["path"], required=True)
@@ -30,10 +35,23 @@ class DatasetForm(forms.ModelForm):
 
     def _file(self, path: str, *, required: bool) -> str:
         try:
-            resolved = check_data_path(path, required=required)
+            resolved = check_dataset_path(path, required=required)
         except PathError as e:
             raise forms.ValidationError(str(e)) from None
         return portable(resolved) if resolved else ""
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not self.errors:
+            try:
+                check_files(self.split_files())
+            except ImportFailed as e:
+                raise forms.ValidationError(str(e)) from None
+        return data
+
+    def split_files(self) -> list[SplitFile]:
+        paths = [("train", self.cleaned_data["path"]), ("val", self.cleaned_data.get("val_path", ""))]
+        return [SplitFile(split, check_dataset_path(p, required=True), p) for split, p in paths if p]  # type: ignore[arg-type]
 
 
 @admin.register(BaseModel)
@@ -45,4 +63,27 @@ class BaseModelAdmin(admin.ModelAdmin):
 @admin.register(Dataset)
 class DatasetAdmin(admin.ModelAdmin):
     form = DatasetForm
-    list_display = ["name", "path", "format", "row_count"]
+    list_display = ["name", "path", "format", "row_count", "uploaded", "created_at"]
+
+    def save_model(self, request: Any, obj: Dataset, form: DatasetForm, change: bool) -> None:
+        """Import the rows with the dataset (the form checked every row already)."""
+        replace = Dataset.objects.get(pk=obj.pk) if change else None
+        if replace is not None:
+            replace.name = obj.name
+        dataset = import_dataset(
+            obj.name,
+            form.split_files(),
+            description=obj.description,
+            created_by=request.user,
+            replace=replace,
+        )
+        obj.pk = dataset.pk
+        obj.refresh_from_db()
+
+
+@admin.register(DatasetRow)
+class DatasetRowAdmin(admin.ModelAdmin):
+    list_display = ["dataset", "split", "index", "ground_truth", "data_source", "prompt_chars"]
+    list_filter = ["dataset", "split"]
+    search_fields = ["prompt_text", "ground_truth"]
+    readonly_fields = [f.name for f in DatasetRow._meta.fields]

@@ -1,14 +1,22 @@
 """The catalog: datasets and base models a run can be configured with.
 
-Entries are registered from local paths (nothing is downloaded). Model paths must lie inside one of
-``settings.DAPO_MODEL_ROOTS``; :func:`catalog.paths.resolve_model_path` enforces it.
+Entries are registered from local paths or uploaded (nothing is downloaded). Model paths must lie inside
+one of ``settings.DAPO_MODEL_ROOTS`` (:func:`catalog.paths.check_model_path`); datasets registered from the
+web inside ``settings.DAPO_DATASET_ROOTS`` (:func:`catalog.paths.check_dataset_path`). A dataset's problems
+are imported as :class:`DatasetRow` rows, one per problem as ``dapo.data`` loads it, so the browser
+shows what a run trains on.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from django.conf import settings
 from django.db import models
+
+from dapo.data import prompt_messages
+
+SPLITS = [("train", "train"), ("val", "validation")]
 
 
 class Dataset(models.Model):
@@ -23,6 +31,15 @@ class Dataset(models.Model):
     schema = models.JSONField(default=dict, blank=True, help_text="Column name to type.")
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    uploaded = models.BooleanField(default=False, help_text="The files were uploaded (kept under var/).")
+    fingerprint = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Size and mtime of the imported files: unchanged files are not re-read.",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -33,6 +50,42 @@ class Dataset(models.Model):
     def config_overrides(self) -> dict[str, str]:
         """The run-config fields this dataset sets."""
         return {"data.train_path": self.path, "data.val_path": self.val_path}
+
+    def split_path(self, split: str) -> str:
+        """The file of a split ("train" or "val"); empty for a missing validation split."""
+        return self.path if split == "train" else self.val_path
+
+
+class DatasetRow(models.Model):
+    """One problem of a dataset split, as ``dapo.data`` loads it (after de-duplication)."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="rows")
+    split = models.CharField(max_length=8, choices=SPLITS)
+    index = models.IntegerField(help_text="dapo.data's Problem.index: a run's Sample.problem_index.")
+    prompt = models.JSONField(help_text="The prompt as stored: a list of chat messages, or text.")
+    prompt_text = models.TextField(help_text="The messages' contents, joined by blank lines (searched).")
+    prompt_chars = models.IntegerField(help_text="Characters of prompt_text.")
+    ground_truth = models.TextField()
+    data_source = models.CharField(max_length=200)
+    extra = models.JSONField(default=dict, blank=True, help_text="The row's other columns.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "split", "index"], name="datasetrow_unique_index")
+        ]
+        indexes = [
+            models.Index(fields=["dataset", "split", "data_source"], name="datasetrow_source"),
+            models.Index(fields=["dataset", "split", "prompt_chars"], name="datasetrow_chars"),
+        ]
+        ordering = ["split", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.dataset_id}/{self.split}/{self.index}"
+
+    @property
+    def messages(self) -> list[dict]:
+        """The chat messages the trainer builds from the stored prompt."""
+        return prompt_messages(self.prompt)
 
 
 class BaseModel(models.Model):

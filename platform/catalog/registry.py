@@ -1,4 +1,4 @@
-"""Register local models and datasets in the catalog, reading their metadata without torch."""
+"""Register local models and datasets in the catalog, reading their metadata (and rows) without torch."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from catalog.importer import SplitFile, fingerprint, import_dataset
 from catalog.models import BaseModel, Dataset
 from catalog.paths import check_data_path, check_model_path, portable
 
@@ -31,27 +32,33 @@ def register_model(name: str, path: str, description: str = "") -> BaseModel:
 
 
 def register_dataset(name: str, train_path: str, val_path: str = "", description: str = "") -> Dataset:
-    """Create or update the catalog entry of a dataset's files (idempotent by name)."""
+    """Create or update the catalog entry of a dataset's files and import its rows (idempotent by name).
+
+    Files unchanged since the last import (same paths, sizes and modification times) are not read again,
+    so ``bootstrap`` at every start costs nothing. Raises PathError, or ImportFailed naming the bad row.
+    """
     train = check_data_path(train_path, required=True)
     assert train is not None
     val = check_data_path(val_path, required=False)
-    train_rows, schema = describe_file(train)
-    splits = {"train": train_rows}
+    files = [SplitFile("train", train, portable(train))]
     if val is not None:
-        splits["val"] = describe_file(val)[0]
-    dataset, _ = Dataset.objects.update_or_create(
-        name=name,
-        defaults={
-            "path": portable(train),
-            "val_path": portable(val) if val is not None else "",
-            "format": train.suffix.lstrip(".").lower() or "parquet",
-            "row_count": sum(splits.values()),
-            "splits": splits,
-            "schema": schema,
-            "description": description,
-        },
+        files.append(SplitFile("val", val, portable(val)))
+    existing = Dataset.objects.filter(name=name).first()
+    if existing is not None and _unchanged(existing, files):
+        if existing.description != description:
+            existing.description = description
+            existing.save(update_fields=["description"])
+        return existing
+    return import_dataset(name, files, description=description, replace=existing)
+
+
+def _unchanged(dataset: Dataset, files: list[SplitFile]) -> bool:
+    paths = {f.split: portable(f.path) for f in files}
+    return (
+        (dataset.path, dataset.val_path) == (paths["train"], paths.get("val", ""))
+        and dataset.fingerprint == fingerprint(f.path for f in files)
+        and dataset.rows.exists()
     )
-    return dataset
 
 
 def count_parameters(model_dir: Path) -> int:
@@ -68,23 +75,6 @@ def count_parameters(model_dir: Path) -> int:
                     n *= dim
                 total += n
     return total
-
-
-def describe_file(path: Path) -> tuple[int, dict[str, str]]:
-    """(row count, {column: type}) of a parquet, JSONL or JSON file."""
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq  # lazy: only the management command and the catalog pages need it
-
-        meta = pq.read_metadata(path)
-        schema = meta.schema.to_arrow_schema()
-        return meta.num_rows, {f.name: str(f.type) for f in schema}
-    if path.suffix == ".jsonl":
-        with path.open(encoding="utf-8") as f:
-            rows = [json.loads(line) for line in f if line.strip()]
-    else:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-    first: Any = rows[0] if rows else {}
-    return len(rows), {k: type(v).__name__ for k, v in first.items()} if isinstance(first, dict) else {}
 
 
 def _read_json(path: Path) -> dict[str, Any]:

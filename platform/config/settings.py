@@ -68,6 +68,15 @@ DAPO_MODEL_ROOTS = [
     for p in env_list("DAPO_MODEL_ROOTS", f"{BASE_DIR / 'assets'}:{DAPO_VAR_DIR / 'models'}", sep=":")
 ]
 DAPO_RUNS_DIR = DAPO_VAR_DIR / "runs"
+DAPO_DATASET_ROOTS = [
+    Path(p).resolve()
+    for p in env_list("DAPO_DATASET_ROOTS", f"{BASE_DIR / 'assets'}:{DAPO_VAR_DIR / 'datasets'}", sep=":")
+]
+"""Folders under which the dataset page may register files (uploads are kept in DAPO_VAR_DIR/datasets)."""
+DAPO_MAX_UPLOAD_MB = env_int("DAPO_MAX_UPLOAD_MB", 512)
+"""Largest dataset file an upload may send; the upload stops (and is deleted) as soon as it passes this."""
+if DAPO_MAX_UPLOAD_MB < 1:
+    raise ImproperlyConfigured(f"DAPO_MAX_UPLOAD_MB must be at least 1, got {DAPO_MAX_UPLOAD_MB}")
 DAPO_RUNNER = env_str("DAPO_RUNNER", "dapo.runner:run")
 """module:function of the trainer entry point the worker calls (a custom trainer can be plugged in)."""
 DAPO_LEASE_SECONDS = env_int("DAPO_LEASE_SECONDS", 120)

@@ -26,7 +26,13 @@ def demo_repo(tmp_path: Path, settings) -> Path:
     (model / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 800)
     data = tmp_path / "assets" / "demo" / "data"
     data.mkdir()
-    table = pa.table({"prompt": ["Compute 1+1.", "Compute 2+2."], "answer": ["2", "4"]})
+    # a valid DAPO parquet (the trainer, and so the catalog's import, refuses one without reward_model)
+    table = pa.table(
+        {
+            "prompt": ["Compute 1+1.", "Compute 2+2."],
+            "reward_model": [{"ground_truth": "2"}, {"ground_truth": "4"}],
+        }
+    )
     pq.write_table(table, data / "train.parquet")
     pq.write_table(table.slice(0, 1), data / "test.parquet")
     settings.BASE_DIR = tmp_path
@@ -59,6 +65,11 @@ def test_bootstrap_registers_the_demo_in_the_catalog_idempotently(demo_repo):
         200,
     )
     assert dataset.splits == {"train": 2, "val": 1} and dataset.schema["prompt"] == "string"
+    assert list(dataset.rows.values_list("split", "index", "ground_truth")) == [
+        ("train", 0, "2"),
+        ("train", 1, "4"),
+        ("val", 0, "2"),
+    ]  # one set of rows, though bootstrap ran twice
 
 
 def test_bootstrap_without_a_built_demo_says_how_to_build_it(tmp_path, settings):

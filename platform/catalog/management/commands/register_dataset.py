@@ -1,6 +1,8 @@
 """``python manage.py register_dataset NAME TRAIN_FILE [--val VAL_FILE]``: add or update a dataset.
 
-Parquet (DAPO schema), JSONL or JSON files; row counts and the schema are read from the files.
+Parquet (DAPO schema), JSONL or JSON files. Every problem is validated and imported as a DatasetRow (the
+dataset page browses them), all or nothing; files unchanged since the last import are not read again.
+Unlike the dataset page, the command takes any path: whoever runs it already has the server's files.
 """
 
 from __future__ import annotations
