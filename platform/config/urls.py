@@ -11,6 +11,7 @@ urlpatterns = [
     path("accounts/token/", account.api_token, name="api-token"),
     path("admin/", admin.site.urls),
     path("runs/", include("runs.urls")),
+    path("datasets/", include("catalog.urls")),
     path("api/", include("runs.api_urls")),
 ]
 

@@ -1,0 +1,94 @@
+"""What the dataset page shows beside the rows: the split's statistics and the chosen row's panel (the
+prompt as the model sees it, the ground truth, and the problem's solve rate in each run)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from runs.models import Run
+
+from catalog import browse, solve
+from catalog.chat import TemplateError, TokenCounter, load_chat_template
+from catalog.models import BaseModel, Dataset, DatasetRow
+from catalog.paths import resolve
+from catalog.stats import split_stats, token_stats
+
+
+def statistics(dataset: Dataset, split: str, model: BaseModel | None) -> dict[str, Any]:
+    """The split's statistics for the charts (JSON-ready); token lengths use ``model``'s template."""
+    rows = dataset.rows.filter(split=split)
+    stats = split_stats(rows)
+    if model is None:
+        stats["tokens"] = {"error": "register a base model to count tokens with its chat template"}
+        return stats
+    model_dir = resolve(model.path)
+    if not model_dir.is_dir():
+        stats["tokens"] = {"error": f"the model directory of {model.name} is missing ({model.path})"}
+    else:
+        stats["tokens"] = dict(token_stats(rows, model_dir, _cache_key(dataset, split, model_dir)))
+    stats["tokens"]["model"] = model.name
+    return stats
+
+
+def row_panel(
+    dataset: Dataset, query: browse.Query, runs: list[Run], model: BaseModel | None
+) -> dict[str, Any]:
+    """The chosen row: its templated prompt beside the ground truth, and its solve rate in each run."""
+    row = DatasetRow.objects.filter(dataset=dataset, split=query.split, index=query.row).first()
+    if row is None:
+        return {"missing": query.row}
+    by_run = solve.rates_by_run(runs, query.split, row.index)
+    for entry in by_run:
+        entry["timeline"] = timeline_url(entry["run_id"], query.split, row.index)
+    correct, samples = sum(e["correct"] for e in by_run), sum(e["samples"] for e in by_run)
+    before, after = browse.neighbours(dataset, query.split, row.index)
+    return {
+        "row": row,
+        **prompt_as_seen(row, model),
+        "by_run": by_run,
+        "total": solve.Rate(correct, samples, len(by_run)) if samples else None,
+        "prev_url": query.url(row=before) if before is not None else "",
+        "next_url": query.url(row=after) if after is not None else "",
+        "close_url": query.url(row=None),
+        "stored_prompt": json.dumps(row.prompt, indent=2, ensure_ascii=False),
+        "extra": json.dumps(row.extra, indent=2, ensure_ascii=False) if row.extra else "",
+    }
+
+
+def prompt_as_seen(row: DatasetRow, model: BaseModel | None) -> dict[str, Any]:
+    """{"prompt": text the policy is given, "template": where its template came from, "tokens": count or
+    None, "template_error": why it could not be rendered}."""
+    plain = {"prompt": "\n\n".join(m["content"] for m in row.messages if m["role"] == "user"), "tokens": None}
+    if model is None:
+        return {
+            **plain,
+            "template": "",
+            "template_error": "no base model registered: shown without a template",
+        }
+    model_dir = resolve(model.path)
+    if not model_dir.is_dir():
+        return {**plain, "template": "", "template_error": f"the model directory is missing ({model.path})"}
+    try:
+        template = load_chat_template(model_dir)
+        text = template.render(row.messages)
+    except TemplateError as e:
+        return {**plain, "template": "", "template_error": str(e)}
+    counter = TokenCounter(model_dir, templated=template.template is not None)
+    tokens = counter.count([text])[0] if counter.available else None
+    return {"prompt": text, "template": template.source, "tokens": tokens, "template_error": ""}
+
+
+def timeline_url(run_id: int, split: str, index: int) -> str:
+    """The problem's timeline in a run (its pass rate across steps); validation problems say so."""
+    return f"/runs/{run_id}/problems/{index}/" + ("?split=val" if split == "val" else "")
+
+
+def _cache_key(dataset: Dataset, split: str, model_dir: Path) -> str:
+    """Changes when the rows or the model's template or tokenizer change."""
+    files = ("chat_template.jinja", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json")
+    stamps = [(model_dir / f).stat().st_mtime_ns if (model_dir / f).exists() else 0 for f in files]
+    raw = f"{dataset.pk}|{dataset.fingerprint}|{dataset.row_count}|{split}|{model_dir}|{stamps}"
+    return hashlib.sha1(raw.encode()).hexdigest()

@@ -1,0 +1,11 @@
+from django.urls import path
+
+from catalog import views
+
+app_name = "catalog"
+urlpatterns = [
+    path("", views.dataset_list, name="datasets"),
+    path("upload/", views.dataset_upload, name="upload"),
+    path("register/", views.dataset_register, name="register"),
+    path("<int:dataset_id>/", views.dataset_detail, name="detail"),
+]

@@ -1,0 +1,142 @@
+"""Dataset pages: the list with the upload and register forms, and the browser of one dataset's rows.
+
+Datasets are shared catalog entries: every logged-in user sees them all and may add one. Solve rates only
+count the runs the user can see. Dataset text is only ever rendered as text (autoescaped, or set with
+textContent by datasets.js).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_GET, require_POST
+
+from catalog import browse, solve
+from catalog.detail import row_panel, statistics
+from catalog.forms import RegisterForm, UploadForm
+from catalog.importer import ImportFailed, import_dataset
+from catalog.models import Dataset
+from catalog.uploads import DatasetUploadHandler, max_upload_bytes
+
+MULTIPART_SLACK = 1024 * 1024
+"""Bytes a multipart body may carry beyond its two files (boundaries, headers, the other fields)."""
+
+
+@require_GET
+def dataset_list(request: HttpRequest) -> HttpResponse:
+    return _render_list(request, UploadForm(), RegisterForm())
+
+
+def _render_list(
+    request: HttpRequest, upload: UploadForm, register: RegisterForm, status: int = 200, refused: str = ""
+) -> HttpResponse:
+    datasets = list(Dataset.objects.select_related("created_by"))
+    for dataset in datasets:
+        used = solve.runs_using(dataset, request.user)
+        dataset.used_by = sorted({*used["train"], *used["val"]}, key=lambda r: -r.pk)  # type: ignore[attr-defined]
+    context = {
+        "datasets": datasets,
+        "upload": upload,
+        "register": register,
+        "refused": refused,
+        "max_upload_mb": max_upload_bytes() // (1024 * 1024),
+        "roots": _roots(),
+    }
+    return render(request, "catalog/list.html", context, status=status)
+
+
+@csrf_exempt  # the upload handler must be in place before anything reads the body; CSRF is checked below
+@require_POST
+def dataset_upload(request: HttpRequest) -> HttpResponse:
+    if int(request.META.get("CONTENT_LENGTH") or 0) > 2 * max_upload_bytes() + MULTIPART_SLACK:
+        limit = max_upload_bytes() >> 20
+        refused = f"The upload is larger than two files of {limit} MB (DAPO_MAX_UPLOAD_MB): nothing was kept."
+        return _render_list(request, UploadForm(), RegisterForm(), status=413, refused=refused)
+    handler = DatasetUploadHandler(request)
+    request.upload_handlers = [handler]
+    try:
+        return _upload(request, handler)
+    finally:
+        handler.cleanup()  # temporary files the import did not move into place
+
+
+@csrf_protect
+def _upload(request: HttpRequest, handler: DatasetUploadHandler) -> HttpResponse:
+    form = UploadForm(request.POST, request.FILES, too_large=handler.too_large)
+    if not form.is_valid():
+        return _render_list(request, form, RegisterForm(), status=400)
+    return _import(request, form, keep_files=True)
+
+
+@require_POST
+def dataset_register(request: HttpRequest) -> HttpResponse:
+    form = RegisterForm(request.POST)
+    if not form.is_valid():
+        return _render_list(request, UploadForm(), form, status=400)
+    return _import(request, form, keep_files=False)
+
+
+def _import(request: HttpRequest, form: UploadForm | RegisterForm, *, keep_files: bool) -> HttpResponse:
+    data = form.cleaned_data
+    try:
+        dataset = import_dataset(
+            data["name"],
+            form.split_files(),
+            description=data["description"],
+            created_by=request.user,
+            keep_files=keep_files,
+        )
+    except ImportFailed as e:
+        form.add_error(None, f"Nothing was imported. {e}")
+        upload, register = (form, RegisterForm()) if keep_files else (UploadForm(), form)
+        return _render_list(request, upload, register, status=400)  # type: ignore[arg-type]
+    splits = ", ".join(f"{n:,} {split}" for split, n in dataset.splits.items())
+    messages.success(request, f"Imported {dataset.name}: {splits} problems.")
+    return redirect("catalog:detail", dataset_id=dataset.pk)
+
+
+@require_GET
+def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    if not 0 < dataset_id < 2**63:
+        raise Http404("No such dataset.")
+    dataset = get_object_or_404(Dataset.objects.select_related("created_by"), pk=dataset_id)
+    query = browse.Query.from_get(request.GET, dataset)
+    runs = solve.runs_using(dataset, request.user)[query.split]
+    run_ids = [r.pk for r in runs]
+    page = Paginator(browse.rows_for(dataset, query, run_ids), browse.PAGE_SIZE).get_page(query.page)
+    models = browse.models_for_templates()
+    model = next((m for m in models if m.pk == query.model), models[0] if models else None)
+    context: dict[str, Any] = {
+        "dataset": dataset,
+        "query": query,
+        "page": page,
+        "prev_page": query.url(page=page.number - 1, row=None) if page.has_previous() else "",
+        "next_page": query.url(page=page.number + 1, row=None) if page.has_next() else "",
+        "sort_links": browse.sort_links(query),
+        "split_tabs": browse.split_tabs(dataset, query),
+        "table": browse.table(list(page.object_list), query, run_ids),
+        "runs": runs,
+        "models": models,
+        "model": model,
+        "sources": _sources(dataset, query.split),
+        "solved_filters": {k: label for k, (label, _) in solve.SOLVED_FILTERS.items()},
+        "stats": statistics(dataset, query.split, model),
+        "panel": row_panel(dataset, query, runs, model) if query.row is not None else None,
+    }
+    return render(request, "catalog/detail.html", context)
+
+
+def _sources(dataset: Dataset, split: str) -> list[str]:
+    rows = dataset.rows.filter(split=split).order_by("data_source")
+    return list(rows.values_list("data_source", flat=True).distinct()[:100])
+
+
+def _roots() -> list[str]:
+    from django.conf import settings
+
+    return [str(r) for r in settings.DAPO_DATASET_ROOTS]
