@@ -103,6 +103,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "runs.account.content_security_policy",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -169,6 +170,23 @@ SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SSL_REDIRECT", False)
+"""Redirect http:// to https://. Off by default: the demo and the compose stack serve plain HTTP."""
+if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", False):
+    # Only behind a TLS proxy that sets X-Forwarded-Proto (overwriting what clients send): trust it.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000 if SECURE_SSL_REDIRECT else 0)
+"""HSTS (sent on HTTPS responses only): a year once everything redirects to HTTPS, else off."""
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", False)
+CONTENT_SECURITY_POLICY = env_str(
+    "DJANGO_CSP",
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
+    "frame-ancestors 'none'",
+)
+"""Sent on every response (runs.account). The pages load scripts only from our static files, never inline;
+styles allow 'unsafe-inline' for plotly.js's injected <style> and style="" attributes. Empty: no header."""
 
 # ---- static files -----------------------------------------------------------------------------------
 

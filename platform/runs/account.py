@@ -1,18 +1,65 @@
-"""The user's API token: show it, create it, or revoke and replace it (POST)."""
+"""Account security: the user's API token page (show, create, replace, revoke), and the
+Content-Security-Policy header of every response.
+
+A revoked or replaced token is deleted at once, so the next request that presents it gets 401.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction
+from django.conf import settings
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.utils.decorators import sync_and_async_middleware
 from django.views.decorators.http import require_http_methods
 from rest_framework.authtoken.models import Token
 
 
 @require_http_methods(["GET", "POST"])
 def api_token(request: HttpRequest) -> HttpResponse:
-    token = Token.objects.filter(user=request.user).first()
     if request.method == "POST":
-        if token is not None:
-            token.delete()  # revokes the old token at once
-        token = Token.objects.create(user=request.user) if request.POST.get("action") != "revoke" else None
-    return render(request, "runs/token.html", {"token": token})
+        action = request.POST.get("action")
+        if action not in ("create", "revoke"):
+            return render(request, "runs/token.html", {"token": _token_of(request.user)}, status=400)
+        revoked = Token.objects.filter(user=request.user).delete()[0] > 0  # the old key stops working now
+        if action == "create":
+            Token.objects.create(user=request.user)
+            messages.info(
+                request, "A new token was created." + (" The old one no longer works." if revoked else "")
+            )
+        elif revoked:
+            messages.info(request, "Your token was revoked: requests that send it now get 401.")
+        return redirect("api-token")  # POST-redirect-GET: a reload never replaces the token again
+    return render(request, "runs/token.html", {"token": _token_of(request.user)})
+
+
+def _token_of(user: Any) -> Token | None:
+    return Token.objects.filter(user=user).first()
+
+
+def _with_csp(response: HttpResponse) -> HttpResponse:
+    policy = settings.CONTENT_SECURITY_POLICY
+    if policy and "Content-Security-Policy" not in response:
+        response["Content-Security-Policy"] = policy
+    return response
+
+
+@sync_and_async_middleware
+def content_security_policy(get_response: Callable[[HttpRequest], Any]) -> Callable[[HttpRequest], Any]:
+    """Adds ``settings.CONTENT_SECURITY_POLICY`` (empty: none) to responses that do not set their own."""
+    if iscoroutinefunction(get_response):
+
+        async def middleware(request: HttpRequest) -> HttpResponse:
+            response: Awaitable[HttpResponse] = get_response(request)
+            return _with_csp(await response)
+
+        return middleware
+
+    def sync_middleware(request: HttpRequest) -> HttpResponse:
+        return _with_csp(get_response(request))
+
+    return sync_middleware
