@@ -1,0 +1,329 @@
+// The rollout inspector (/runs/<id>/samples/) and the problem timeline chart (/runs/<id>/problems/<i>/).
+// Inspector: the page embeds its first view (json_script); a step change (slider, ◀ ▶, arrow keys), a
+// filter or a page fetches the same data as JSON from samples/data/ and the URL follows (shareable). The
+// run's websocket tells of new steps: the slider's range grows (and, with "follow newest", moves).
+// Model output is only ever set with textContent: it is never parsed as HTML.
+(() => {
+  "use strict";
+
+  const $ = (id) => document.getElementById(id);
+  const el = (tag, cls, text) => {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  };
+  const fmt = (v, digits = 3) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits).replace(/\.?0+$/, "") || "0");
+  const pct = (v) => (v === null || v === undefined ? "–" : `${Math.round(100 * v)}%`);
+
+  if ($("inspector-data")) inspector(JSON.parse($("inspector-data").textContent), JSON.parse($("inspector-urls").textContent));
+  if ($("problem-data")) problemChart(JSON.parse($("problem-data").textContent));
+
+  function inspector(initial, urls) {
+    let state = initial;
+    let steps = initial.steps.slice();
+    let split = initial.split;
+    let pending = null; // AbortController of the fetch in flight
+    let seq = 0;
+    const form = $("filter-form");
+    const FILTERS = ["acc", "kept", "truncated", "tokens", "reward_min", "reward_max", "length_min", "length_max",
+      "q", "sort", "view", "rank", "k", "rank_by", "problem"];
+
+    // ---- state <-> form and URL ---------------------------------------------------------------
+
+    function fillForm(filter) {
+      for (const name of FILTERS) {
+        const input = $(`f-${name}`);
+        if (input) input.value = filter[name] === undefined ? (input.tagName === "SELECT" ? input.options[0].value : "") : String(filter[name]);
+      }
+    }
+    function params(changes = {}) {
+      const p = new URLSearchParams();
+      p.set("split", split);
+      if (state.step !== null && state.step !== undefined) p.set("step", state.step);
+      for (const name of FILTERS) {
+        const v = $(`f-${name}`).value.trim();
+        const dflt = { sort: "index", view: "groups", rank_by: "reward" }[name] || "";
+        if (v !== "" && v !== dflt) p.set(name, v);
+      }
+      if (state.page > 1) p.set("page", state.page);
+      for (const [k, v] of Object.entries(changes)) {
+        if (v === null || v === "") p.delete(k); else p.set(k, v);
+      }
+      return p;
+    }
+    async function load(changes) {
+      const p = params(changes);
+      if (pending) pending.abort();
+      pending = new AbortController();
+      const mine = ++seq;
+      document.body.classList.add("loading");
+      try {
+        const resp = await fetch(`${urls.data}?${p}`, { headers: { Accept: "application/json" }, signal: pending.signal });
+        const body = await resp.json();
+        if (mine !== seq) return;
+        if (!resp.ok) { showError(body.error || `The server answered ${resp.status}.`); return; }
+        showError("");
+        state = body;
+        steps = body.steps.slice();
+        split = body.split;
+        history.replaceState(null, "", `${urls.page}?${p}`);
+        render();
+      } catch (err) {
+        if (err.name !== "AbortError") showError(`Could not load the samples: ${err.message}`);
+      } finally {
+        if (mine === seq) document.body.classList.remove("loading");
+      }
+    }
+    function showError(text) { $("inspector-error").hidden = !text; $("inspector-error").textContent = text; }
+
+    // ---- step bar ---------------------------------------------------------------------------------
+
+    function renderStepBar() {
+      const slider = $("step-slider");
+      slider.max = Math.max(0, steps.length - 1);
+      const i = steps.indexOf(state.step);
+      slider.value = i < 0 ? steps.length - 1 : i;
+      slider.disabled = steps.length < 2;
+      $("step-label").textContent = state.step === null ? "–" : state.step;
+      $("step-range").textContent = steps.length ? `of ${steps[0]}–${steps[steps.length - 1]} (${steps.length} steps with ${split === "val" ? "validation" : "train"} samples)` : "";
+      $("step-prev").disabled = i <= 0;
+      $("step-next").disabled = i < 0 || i >= steps.length - 1;
+      for (const s of ["train", "val"]) {
+        const b = $(`split-${s}`);
+        b.classList.toggle("active", s === split);
+        b.setAttribute("aria-pressed", String(s === split));
+        b.disabled = s !== split && !state.other_split_has_samples;
+        b.title = b.disabled ? `No ${s === "val" ? "validation" : "train"} samples in this run yet` : "";
+      }
+    }
+    let slideTimer = null;
+    function goToIndex(i) {
+      if (!steps.length) return;
+      i = Math.max(0, Math.min(steps.length - 1, i));
+      $("step-slider").value = i;
+      $("step-label").textContent = steps[i];
+      clearTimeout(slideTimer);
+      slideTimer = setTimeout(() => load({ step: steps[i], page: null }), 120);
+    }
+    const index = () => Number($("step-slider").value);
+    $("step-slider").addEventListener("input", () => goToIndex(index()));
+    $("step-prev").addEventListener("click", () => goToIndex(index() - 1));
+    $("step-next").addEventListener("click", () => goToIndex(index() + 1));
+    document.addEventListener("keydown", (e) => {
+      if (e.altKey || e.ctrlKey || e.metaKey || (e.key !== "ArrowLeft" && e.key !== "ArrowRight")) return;
+      if (e.target.closest && e.target.closest("input, select, textarea")) return; // the slider moves itself
+      e.preventDefault();
+      goToIndex(index() + (e.key === "ArrowLeft" ? -1 : 1));
+    });
+    for (const s of ["train", "val"]) {
+      $(`split-${s}`).addEventListener("click", () => {
+        if (s === split) return;
+        split = s;
+        state.step = null; // the newest step of the other split
+        load({ step: null, page: null, split: s });
+      });
+    }
+    form.addEventListener("submit", (e) => { e.preventDefault(); load({ page: null }); });
+    for (const name of ["acc", "kept", "truncated", "tokens", "sort", "view", "rank", "rank_by"]) {
+      $(`f-${name}`).addEventListener("change", () => load({ page: null }));
+    }
+    $("f-reset").addEventListener("click", () => { fillForm({}); load({ page: null }); });
+    $("page-prev").addEventListener("click", () => load({ page: state.page - 1 }));
+    $("page-next").addEventListener("click", () => load({ page: state.page + 1 }));
+
+    // ---- results ------------------------------------------------------------------------------------
+
+    function render() {
+      renderStepBar();
+      renderSummary();
+      renderExports();
+      const results = $("results");
+      results.replaceChildren();
+      const empty = $("results-empty");
+      empty.hidden = true;
+      if (state.step === null) {
+        empty.hidden = false;
+        empty.textContent = `No ${split === "val" ? "validation" : "train"} samples yet: they appear here as the run records steps.`;
+      } else if (state.view === "groups") {
+        for (const g of state.groups) results.appendChild(groupCard(g));
+        if (!state.groups.length) { empty.hidden = false; empty.textContent = "No sample of this step matches the filter."; }
+      } else {
+        results.appendChild(sampleTable(state.samples, true));
+        if (!state.samples.length) { empty.hidden = false; empty.textContent = "No sample of this step matches the filter."; }
+      }
+      const pager = $("pager");
+      pager.hidden = !(state.pages > 1);
+      $("page-label").textContent = `page ${state.page} of ${state.pages}`;
+      $("page-prev").disabled = state.page <= 1;
+      $("page-next").disabled = state.page >= state.pages;
+    }
+    function renderSummary() {
+      const box = $("summary");
+      box.replaceChildren();
+      const s = state.summary;
+      if (!s) return;
+      const facts = [
+        ["samples", s.samples], ["groups", s.groups], ["accuracy", pct(s.samples ? s.correct / s.samples : null)],
+        ["mean reward", fmt(s.mean_reward)], ["mean length", fmt(s.mean_length, 1)], ["truncated", s.truncated],
+        ["with token data", s.with_tokens],
+      ];
+      if (split === "train") facts.splice(2, 0, ["kept groups", `${s.kept_groups} / ${s.groups}`]);
+      for (const [k, v] of facts) {
+        const item = el("span", "fact");
+        item.append(el("span", "label", k), " ", el("strong", null, v));
+        box.appendChild(item);
+      }
+      const f = state.filter;
+      const ranked = f.rank ? `: the ${f.rank} ${f.k || 10} by ${f.rank_by || "reward"}` : "";
+      if (state.narrows) box.appendChild(el("span", "fact matching", `${state.matching} match the filter${ranked}`));
+    }
+    function renderExports() {
+      const whole = new URLSearchParams({ split, step: state.step ?? "" });
+      const filtered = params({ page: null, view: null });
+      for (const f of ["jsonl", "csv", "parquet"]) {
+        $(`export-step-${f}`).href = `${urls.export}.${f}?${whole}`;
+        $(`export-filter-${f}`).href = `${urls.export}.${f}?${filtered}`;
+      }
+      for (const node of document.querySelectorAll(".filtered-exports")) node.hidden = !state.narrows;
+      $("exports").hidden = state.step === null;
+    }
+    function groupCard(g) {
+      const card = el("section", "card group");
+      card.id = `group-${g.group}`;
+      const head = el("header", "group-head");
+      const badge = el("span", "gbadge", g.badge.label);
+      badge.dataset.kind = g.badge.kind;
+      badge.dataset.kept = g.badge.kept;
+      const problem = el("a", null, `problem ${g.problem} timeline`);
+      problem.href = `${urls.problem}${g.problem}/?split=${split}`;
+      head.append(el("h3", null, `Group ${g.group}`), badge,
+        el("span", "muted small", `${g.correct}/${g.n} correct · mean reward ${fmt(g.mean_reward)}`), problem);
+      const body = el("div", "group-body");
+      const prompt = el("div", "group-prompt");
+      const cut = g.prompt_chars > g.prompt_text.length ? ` (first ${g.prompt_text.length} of ${g.prompt_chars} characters)` : "";
+      prompt.append(el("h4", null, `Prompt${cut}`), el("pre", "text clamp", g.prompt_text));
+      const truth = el("div", "group-truth");
+      truth.append(el("h4", null, "Ground truth"), el("code", "truth", g.truth));
+      body.append(prompt, truth);
+      card.append(head, body, sampleTable(g.samples, false));
+      if (g.samples.length < g.n) card.appendChild(el("p", "muted small", `${g.samples.length} of the group's ${g.n} samples match the filter.`));
+      return card;
+    }
+    function sampleTable(samples, flat) {
+      const wrap = el("div", "table-scroll");
+      const table = el("table", "table compact sample-rows");
+      const head = ["#", ...(flat ? ["Group", "Truth"] : []), "Prediction", "✓", "Reward", "Overlong", "Adv.", "Len", "Trunc.",
+        ...(flat && split === "train" ? ["Kept"] : []), "Tokens", "Response"];
+      const tr = el("tr");
+      for (const h of head) tr.appendChild(el("th", ["Reward", "Overlong", "Adv.", "Len"].includes(h) ? "num" : null, h));
+      const thead = el("thead");
+      thead.appendChild(tr);
+      const tbody = el("tbody");
+      for (const s of samples) tbody.appendChild(sampleRow(s, flat));
+      table.append(thead, tbody);
+      wrap.appendChild(table);
+      return wrap;
+    }
+    function sampleRow(s, flat) {
+      const tr = el("tr", "clickable sample-row");
+      tr.dataset.href = `${urls.sample}${s.id}/`;
+      const link = el("a", null, s.sample_index);
+      link.href = tr.dataset.href;
+      const first = el("td");
+      first.appendChild(link);
+      const cells = [first];
+      if (flat) {
+        const group = el("a", null, s.group);
+        group.href = `${urls.page}?split=${split}&step=${s.step}#group-${s.group}`;
+        const gtd = el("td");
+        gtd.appendChild(group);
+        cells.push(gtd, el("td", "truth", s.ground_truth));
+      }
+      cells.push(el("td", `pred ${s.acc ? "ok" : "bad"}`, s.pred), el("td", s.acc ? "ok" : "bad", s.acc ? "✓" : "✗"),
+        el("td", "num", fmt(s.reward)), el("td", "num", s.overlong_penalty ? fmt(s.overlong_penalty) : ""),
+        el("td", "num", fmt(s.advantage)), el("td", "num", s.length), el("td", null, s.truncated ? "yes" : ""));
+      if (flat && split === "train") cells.push(el("td", null, s.kept ? "kept" : "filtered"));
+      cells.push(el("td", "tok", s.has_tokens ? "●" : ""));
+      const more = s.chars > s.preview.length ? "…" : "";
+      cells.push(el("td", "response", s.preview.replace(/\s+/g, " ") + more));
+      tr.append(...cells);
+      return tr;
+    }
+    $("results").addEventListener("click", (e) => {
+      if (e.target.closest("a")) return;
+      const tr = e.target.closest("tr.sample-row");
+      if (tr) location.href = tr.dataset.href;
+    });
+
+    // ---- live: new steps grow the slider ---------------------------------------------------------
+
+    let refreshTimer = null;
+    async function refreshSteps() {
+      try {
+        const resp = await fetch(`${urls.steps}?split=${split}`, { headers: { Accept: "application/json" } });
+        if (!resp.ok) return;
+        const body = await resp.json();
+        if (body.split !== split) return;
+        const wasNewest = state.step === steps[steps.length - 1];
+        steps = body.steps;
+        state.steps = steps;
+        const newest = steps[steps.length - 1];
+        if (state.step === null && steps.length) load({ step: newest, page: null });
+        else if ($("follow").checked && wasNewest && newest !== state.step) load({ step: newest, page: null });
+        else renderStepBar();
+      } catch (err) { /* the next event tries again */ }
+    }
+    function stepsChanged() { clearTimeout(refreshTimer); refreshTimer = setTimeout(refreshSteps, 250); }
+    let backoff = 500;
+    function setLive(text, cls) { const ind = $("live-indicator"); ind.textContent = text; ind.dataset.state = cls; }
+    function connect() {
+      const proto = location.protocol === "https:" ? "wss" : "ws";
+      const socket = new WebSocket(`${proto}://${location.host}/ws/runs/${state.run.id}/?after=${Math.max(state.run.step, 0)}`);
+      socket.onopen = () => { backoff = 500; setLive("live", "live"); };
+      socket.onmessage = (e) => {
+        const ev = JSON.parse(e.data);
+        if (ev.type === "step" || ev.type === "snapshot" || ev.type === "catchup") {
+          if (ev.run) state.run.step = ev.run.step;
+          stepsChanged();
+        }
+        if (ev.run) {
+          $("run-status").textContent = ev.run.status;
+          $("run-status").dataset.status = ev.run.status;
+        }
+      };
+      socket.onclose = (e) => {
+        if (e.code === 4001 || e.code === 4004) { setLive("no access", "off"); return; }
+        setLive("reconnecting", "wait");
+        setTimeout(connect, backoff);
+        backoff = Math.min(backoff * 2, 10000);
+      };
+    }
+
+    fillForm(initial.filter);
+    render();
+    connect();
+    window.__inspectorReady = true;
+  }
+
+  // ---- problem timeline ----------------------------------------------------------------------------
+
+  function problemChart(data) {
+    const COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#65a30d"];
+    const traces = data.series.map((s, i) => ({
+      x: s.steps, y: s.rates, type: "scatter", mode: s.steps.length > 40 ? "lines" : "lines+markers",
+      name: `${s.this ? "this run" : `#${s.run} ${s.name}`} · ${s.split === "val" ? "validation" : "train"}`,
+      line: { width: s.this ? 2.4 : 1.3, dash: s.split === "val" ? "dot" : "solid", color: COLORS[i % COLORS.length] },
+      opacity: s.this ? 1 : 0.75, marker: { size: 5 },
+      customdata: s.n.map((n, j) => [s.correct[j], n]),
+      hovertemplate: "step %{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]})<extra>%{fullData.name}</extra>",
+    }));
+    const layout = {
+      margin: { l: 50, r: 10, t: 10, b: 40 }, height: 340, legend: { orientation: "h", y: -0.2 },
+      font: { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#334155" },
+      xaxis: { title: { text: "step" }, gridcolor: "#eef2f7", zeroline: false },
+      yaxis: { title: { text: "pass rate" }, range: [-0.03, 1.03], tickformat: ".0%", gridcolor: "#eef2f7", zeroline: false },
+    };
+    Plotly.newPlot($("problem-chart"), traces, layout, { displaylogo: false, responsive: true });
+  }
+})();
