@@ -4,18 +4,21 @@ Layout: ``<run dir>/checkpoints/step_000010/{state.pt, trainer.json}``. A checkp
 temporary folder and renamed into place, so a crash mid-write never leaves a checkpoint that looks whole.
 Sampling seeds are a function of (seed, step, round), so a run resumed from step k draws the same
 samples and follows the same curves as one that never stopped.
+
+A write that fails (disk full, a folder that became read-only) raises CheckpointError naming the path and
+the errno, so the run fails with a reason a person can act on. torch is imported only to save or load.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import IO, Any
 
 from dapo.config import RunConfig
 
@@ -27,14 +30,49 @@ class CheckpointError(RuntimeError):
 
 
 def check_writable(run_dir: Path) -> None:
-    """Fail at start-up, not after an hour of training, when the run directory is not writable."""
-    probe = run_dir / ".write-probe"
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        probe.write_text("ok", encoding="ascii")
-        probe.unlink()
-    except OSError as e:
-        raise CheckpointError(f"run directory {run_dir} is not writable: {e.strerror or e}") from None
+    """Fail at start-up, not after an hour of training, when the run directory or its checkpoint folder is
+    not writable."""
+    for what, folder in (
+        ("run directory", Path(run_dir)),
+        ("checkpoint folder", Path(run_dir) / "checkpoints"),
+    ):
+        probe = folder / ".write-probe"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            probe.write_text("ok", encoding="ascii")
+            probe.unlink()
+        except OSError as e:
+            raise CheckpointError(f"{what} {folder} is not writable: {describe(e, probe)}") from None
+
+
+def describe(error: BaseException, path: Path) -> str:
+    """What went wrong writing ``path``: the OS error behind ``error`` (torch wraps a failed write in a
+    RuntimeError) with its errno name, the file it hit, and the free space left when the disk is full."""
+    os_error = _os_error(error)
+    if os_error is None or os_error.errno is None:
+        return f"{error} (writing {path}; {_free_space(path)})"
+    code = os_error.errno
+    reason = os_error.strerror or os.strerror(code)
+    text = f"{reason} ({errno.errorcode.get(code, '?')}, errno {code}) at {os_error.filename or path}"
+    return f"{text}; {_free_space(path)}" if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else text
+
+
+def _os_error(error: BaseException | None) -> OSError | None:
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, OSError):
+            return error
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
+
+
+def _free_space(path: Path) -> str:
+    for folder in (path, *path.parents):
+        try:
+            return f"{shutil.disk_usage(folder).free:,} bytes free there"
+        except OSError:
+            continue
+    return "free space unknown"
 
 
 def checkpoints(run_dir: Path) -> list[Path]:
@@ -42,7 +80,7 @@ def checkpoints(run_dir: Path) -> list[Path]:
     if not root.is_dir():
         return []
     found = [p for p in root.iterdir() if p.name.startswith(PREFIX) and (p / "trainer.json").is_file()]
-    return sorted(found, key=lambda p: int(p.name[len(PREFIX) :]))
+    return sorted(found, key=step_of)
 
 
 def latest(run_dir: Path) -> Path | None:
@@ -60,34 +98,47 @@ def save(
     save_optimizer: bool = True,
     keep_last: int = 0,
 ) -> Path:
+    import torch
+
     root = Path(run_dir) / "checkpoints"
     final = root / f"{PREFIX}{step:06d}"
     tmp = root / f".tmp-{PREFIX}{step:06d}-{os.getpid()}"
     state = backend.state_dict()
     if not save_optimizer:
         state.pop("optimizer", None)
+    meta = {"step": step, "stream": stream.state_dict(), "config": config.to_dict(), "saved_at": time.time()}
+    target = tmp
     try:
         tmp.mkdir(parents=True, exist_ok=True)
-        torch.save(state, tmp / "state.pt")
-        meta = {
-            "step": step,
-            "stream": stream.state_dict(),
-            "config": config.to_dict(),
-            "saved_at": time.time(),
-        }
-        (tmp / "trainer.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+        for target, fill in (
+            (tmp / "state.pt", lambda f: torch.save(state, f)),
+            (tmp / "trainer.json", lambda f: f.write(json.dumps(meta, indent=1).encode("utf-8"))),
+        ):
+            _write_durably(target, fill)
+        target = final
         if final.exists():
             shutil.rmtree(final)
         tmp.rename(final)
     except (OSError, RuntimeError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise CheckpointError(f"could not write checkpoint {final}: {e}") from None
+        raise CheckpointError(f"could not write checkpoint {final}: {describe(e, target)}") from None
     _prune(root, keep_last)
     return final
 
 
+def _write_durably(path: Path, fill: Callable[[IO[bytes]], Any]) -> None:
+    """Write through a file object we own (torch given a path reports a full disk as "unexpected pos"),
+    and fsync it: a full disk shows up here as ENOSPC, not as a checkpoint that later fails to load."""
+    with path.open("wb") as f:
+        fill(f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def load(path: Path, backend: Any, stream: Any) -> int:
     """Restore a checkpoint into the backend and the data stream; returns its step."""
+    import torch
+
     path = Path(path)
     try:
         meta = json.loads((path / "trainer.json").read_text(encoding="utf-8"))
@@ -97,6 +148,11 @@ def load(path: Path, backend: Any, stream: Any) -> int:
     backend.load_state_dict(state)
     stream.load_state_dict(meta["stream"])
     return int(meta["step"])
+
+
+def step_of(path: Path) -> int:
+    """The step of a checkpoint folder, from its name (``step_000010`` → 10)."""
+    return int(Path(path).name[len(PREFIX) :])
 
 
 def _prune(root: Path, keep_last: int) -> None:

@@ -1,8 +1,12 @@
 """The platform sink: what the trainer reports goes to the database, then to the run's channel group.
 
-Order per step: (1) the rows (metric points, samples, progress) in one transaction, retried if the
-database is briefly unavailable; (2) the lease renewed; (3) a live event published. The database is
-written first so a browser that reconnects after missing an event catches up from it.
+Order per step: (1) the rows (metric points, samples, progress) in one transaction, fenced by the lease
+and retried while the database is briefly unavailable; (2) the lease renewed; (3) a live event published.
+The database is written first so a browser that reconnects after missing an event catches up from it.
+
+A checkpoint is recorded only once the report of its step is in the database. The trainer saves a step's
+checkpoint before it reports the step, and a run resumes from its recorded checkpoint: recorded any
+earlier, a worker dying between the two would leave that step out of the curves for good.
 """
 
 from __future__ import annotations
@@ -12,36 +16,51 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from django.db import OperationalError, connection
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
 from runs.events import Publisher, status_event, step_event
-from runs.models import Run
+from runs.models import LeaseLost, Run
 
 from dapo.report import RunInfo, Sink, Status, StepReport
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-DB_RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)
+DB_ERRORS = (OperationalError, InterfaceError)
+"""What a database that is away looks like: refused or dropped connections, a lock held too long."""
+DB_RETRY_FIRST_DELAY_S = 0.5
+DB_RETRY_MAX_DELAY_S = 8.0
 STOP_POLL_INTERVAL_S = 0.5
 PUBLISHER = Publisher()  # one event loop (and Redis connection) for the worker process
 
 
-def _drop_connection() -> None:
-    """Reconnect on the next query (not inside an atomic block: that would break the transaction)."""
-    if not connection.in_atomic_block:
+def drop_connection() -> None:
+    """Reconnect on the next query. A broken connection must be closed before a retry; inside an atomic
+    block closing would break the caller's transaction, so there the caller's block fails instead."""
+    if connection.in_atomic_block:
+        return
+    try:
         connection.close()
+    except DB_ERRORS:  # closing a connection the server already dropped
+        log.debug("closing a broken database connection failed", exc_info=True)
 
 
 def with_db_retry(fn: Callable[[], T], what: str) -> T:
-    """Run ``fn``; on a database error, reconnect and retry with backoff (about 15 s in all)."""
-    for delay in DB_RETRY_DELAYS_S:
+    """Run ``fn``; on a database error, close the connection and retry with backoff (0.5 s doubling up to
+    8 s) for up to ``settings.DAPO_DB_RETRY_S``; after that the error propagates."""
+    deadline = time.monotonic() + settings.DAPO_DB_RETRY_S
+    delay = DB_RETRY_FIRST_DELAY_S
+    while True:
         try:
             return fn()
-        except OperationalError:
-            log.warning("database error while %s; retrying in %.1f s", what, delay, exc_info=True)
-            _drop_connection()
+        except DB_ERRORS as e:
+            if time.monotonic() + delay > deadline:
+                log.error("database still unavailable while %s; giving up: %s", what, e)
+                raise
+            log.warning("database error while %s (%s); retrying in %.1f s", what, e, delay)
+            drop_connection()
             time.sleep(delay)
-    return fn()
+            delay = min(2 * delay, DB_RETRY_MAX_DELAY_S)
 
 
 class PlatformSink(Sink):
@@ -51,21 +70,50 @@ class PlatformSink(Sink):
         self.lease_lost = False
         self._stop = False
         self._polled_at = 0.0
+        # Every step up to here is in the database: the run's progress, or the step a fork starts after.
+        self._written = max(run.step, run.fork_step or 0)
+        self._pending: tuple[int, str] | None = None  # a checkpoint whose step is not written yet
 
     def on_start(self, info: RunInfo) -> None:
         with_db_retry(lambda: self.run.start(info), "recording the start")
         PUBLISHER.publish(self.run.pk, status_event(self.run))
 
     def on_step(self, report: StepReport) -> None:
-        with_db_retry(lambda: self.run.record_step(report), f"writing step {report.step}")
+        try:
+            with_db_retry(
+                lambda: self.run.record_step(report, worker_id=self.worker_id), f"writing step {report.step}"
+            )
+        except LeaseLost as e:
+            return self._lose_lease(e)
+        self._written = max(self._written, report.step)
+        self._record_pending_checkpoint()
         if not with_db_retry(lambda: self.run.renew_lease(self.worker_id), "renewing the lease"):
             self.lease_lost = True
         samples = report.samples or report.val_samples
         PUBLISHER.publish(self.run.pk, step_event(self.run, report.step, report.metrics, samples))
 
     def on_checkpoint(self, step: int, path: str) -> None:
-        with_db_retry(lambda: self.run.record_checkpoint(step, path), f"recording checkpoint {step}")
+        self._pending = (step, path)
+        self._record_pending_checkpoint()
+
+    def _record_pending_checkpoint(self) -> None:
+        if self._pending is None or self._pending[0] > self._written:
+            return
+        step, path = self._pending
+        self._pending = None
+        try:
+            with_db_retry(
+                lambda: self.run.record_checkpoint(step, path, worker_id=self.worker_id),
+                f"recording checkpoint {step}",
+            )
+        except LeaseLost as e:
+            return self._lose_lease(e)
         PUBLISHER.publish(self.run.pk, status_event(self.run))
+
+    def _lose_lease(self, error: LeaseLost) -> None:
+        """Another controller owns the run: write nothing more; the trainer stops at the step boundary."""
+        log.warning("%s; this controller stops", error)
+        self.lease_lost = True
 
     def on_finish(self, status: Status, error: str | None = None) -> None:
         if with_db_retry(lambda: self.run.finish(status, error, worker_id=self.worker_id), "finishing"):
@@ -87,8 +135,8 @@ class PlatformSink(Sink):
                 row = (
                     Run.objects.filter(pk=self.run.pk).values_list("cancel_requested", "lease_owner").first()
                 )
-            except OperationalError:  # the database is away for a moment: keep training, ask again later
-                _drop_connection()
+            except DB_ERRORS:  # the database is away for a moment: keep training, ask again later
+                drop_connection()
                 return False
             self._stop = row is None or row[0] or row[1] != self.worker_id
         return self._stop

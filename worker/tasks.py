@@ -3,8 +3,9 @@
 ``launch_run`` is the controller of one run: it claims the run's lease (so a redelivered or duplicated
 message never starts a second controller), builds the RunConfig from the row, and calls the trainer
 (``settings.DAPO_RUNNER``, default ``dapo.runner:run``) with a :class:`~worker.sink.PlatformSink`. A
-heartbeat thread keeps the lease while a long step runs; when a worker dies its lease expires and the
-run is claimed again, resuming from its last checkpoint.
+heartbeat thread keeps the lease while a long step runs. When a worker dies its lease expires; the reaper
+of any live worker (a thread, every ``DAPO_REAPER_INTERVAL_S``) then queues the run again, and it resumes
+from its last recorded checkpoint.
 """
 
 from __future__ import annotations
@@ -22,15 +23,16 @@ from typing import Any
 
 from catalog.paths import resolve
 from celery import Task
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 from config.celery import app
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 from runs.models import Run, Status
 
+from dapo import checkpoint as ckpt
 from dapo.config import RunConfig
-from worker.sink import PlatformSink
+from worker.sink import DB_ERRORS, PlatformSink, drop_connection, with_db_retry
 
 log = logging.getLogger(__name__)
 
@@ -53,18 +55,26 @@ def load_runner() -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name or "run")
 
 
-def prepare_start(run: Run, out_dir: Path) -> bool:
-    """Whether the trainer resumes: yes from the run's own last checkpoint. A fork's first attempt gets its
-    parent's checkpoint copied into its own folder (same layout), so the trainer resumes from it like
-    from its own. A fresh start gets an empty folder."""
+def prepare_start(run: Run, out_dir: Path) -> Path | None:
+    """The checkpoint the trainer resumes from; None for a fresh start (in an empty folder).
+
+    1. The run's own last recorded checkpoint. The sink records a checkpoint only once the report of its
+       step is in the database, so every step up to it is there and the resumed curve has no gap. A newer
+       checkpoint on disk was saved by a controller that died before writing that step's report: it is
+       deleted (the resumed run recomputes that step and saves the same checkpoint again; left in place,
+       pruning by ``keep_last`` would count it as the newest and delete the one resumed from).
+    2. A fork's first attempt: its parent's checkpoint, copied into its own folder (same layout).
+    3. Otherwise a fresh start; a folder left by a deleted run whose id was reused is set aside, never
+       resumed from.
+    """
     if run.last_checkpoint:
         out_dir.mkdir(parents=True, exist_ok=True)
-        return True
-    if out_dir.exists():  # left by a deleted run whose id was reused: never resume from someone else's files
+        return _own_checkpoint(run, out_dir)
+    if out_dir.exists():
         out_dir.rename(out_dir.with_name(f"{out_dir.name}.stale-{int(time.time())}"))
     out_dir.mkdir(parents=True)
     if not run.source_checkpoint:
-        return False
+        return None
     source = Path(run.source_checkpoint)
     try:
         relative = source.relative_to(run_dir(run.parent)) if run.parent else Path(source.name)
@@ -75,7 +85,20 @@ def prepare_start(run: Run, out_dir: Path) -> bool:
         copy = shutil.copytree if source.is_dir() else shutil.copy2
         target.parent.mkdir(parents=True, exist_ok=True)
         copy(source, target)
-    return True
+    return target
+
+
+def _own_checkpoint(run: Run, out_dir: Path) -> Path | None:
+    on_disk = ckpt.checkpoints(out_dir)
+    steps = [ckpt.step_of(p) for p in on_disk]
+    if run.last_checkpoint_step not in steps:  # deleted by hand: the newest one left is the best there is
+        log.warning("run %s: %s is gone; resuming from the newest on disk", run.pk, run.last_checkpoint)
+        return on_disk[-1] if on_disk else None
+    recorded = steps.index(run.last_checkpoint_step)
+    for newer in on_disk[recorded + 1 :]:
+        log.info("run %s: deleting %s, saved before its step was recorded", run.pk, newer)
+        shutil.rmtree(newer, ignore_errors=True)
+    return on_disk[recorded]
 
 
 class Heartbeat:
@@ -110,17 +133,28 @@ class Heartbeat:
 @app.task(bind=True, name="worker.tasks.launch_run")
 def launch_run(self: Task, run_id: int) -> str:
     """Claim and run one run to its end (or to a cancel). Returns what happened, for the worker's log."""
-    run = Run.objects.filter(pk=run_id).first()
-    if run is None or run.status not in (Status.QUEUED, Status.RUNNING):
-        return "nothing to do"
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{self.request.id}"
-    if not run.claim(worker_id):
-        return _wait_for_lease(self, run)
+    try:
+        run = with_db_retry(lambda: Run.objects.filter(pk=run_id).first(), f"loading run {run_id}")
+        if run is None or run.status not in (Status.QUEUED, Status.RUNNING):
+            return "nothing to do"
+        if not with_db_retry(lambda: run.claim(worker_id), f"claiming run {run_id}"):
+            return _wait_for_lease(self, run)
+    except DB_ERRORS as e:  # the database is away for longer: try again later, never drop the message
+        raise self.retry(exc=e, countdown=settings.DAPO_REAPER_INTERVAL_S, max_retries=None) from e
     sink = PlatformSink(run, worker_id)
     with Heartbeat(run, worker_id, sink):
         try:
-            resume = prepare_start(run, run_dir(run))
-            result = load_runner()(resolved_config(run), out_dir=run_dir(run), sinks=[sink], resume=resume)
+            start = prepare_start(run, run_dir(run))
+            result = load_runner()(
+                resolved_config(run), out_dir=run_dir(run), sinks=[sink], resume=start is not None,
+                resume_from=start,
+            )  # fmt: skip
+        except DB_ERRORS:
+            # The database stayed away past the retry window: the run stays "running" without a
+            # heartbeat, so the reaper queues it again once its lease runs out, and it resumes.
+            log.exception("run %s: database unavailable; the reaper will queue it again", run_id)
+            return "database unavailable"
         except Exception as e:  # the run fails with the reason on its page; the worker goes on
             log.exception("run %s failed", run_id)
             sink.on_finish("failed", f"{type(e).__name__}: {e}")
@@ -142,10 +176,61 @@ def _wait_for_lease(task: Task, run: Run) -> str:
     raise task.retry(countdown=wait, max_retries=None)
 
 
+class Reaper:
+    """Every ``DAPO_REAPER_INTERVAL_S``: queue again the runs whose lease ran out (``Run.requeue_expired``).
+
+    A thread of the worker's main process, started when the worker is ready, rather than a Celery beat
+    task: a task would wait in the queue behind the training run that holds the worker's only pool slot,
+    which is exactly when a dead controller's run needs requeueing. Every worker runs one; the conditional
+    update lets exactly one of them requeue a given run."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="reaper", daemon=True)
+
+    def start(self) -> Reaper:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.interval_s):
+            reap()
+
+
+def reap() -> list[int]:
+    """One pass of the reaper; a database error is logged and the next pass tries again."""
+    try:
+        requeued = Run.requeue_expired()
+    except Exception:
+        log.warning("reaper: pass failed", exc_info=True)
+        return []
+    finally:
+        drop_connection()  # the reaper thread's own connection: none is left open between passes
+    for run_id in requeued:
+        log.warning("run %s: its worker stopped renewing the lease; queued again", run_id)
+    return requeued
+
+
+REAPER: Reaper | None = None
+
+
 @worker_ready.connect
 def recover_orphans(**_: Any) -> None:
-    """At worker start: queue again the runs whose controller died (running, lease expired)."""
-    orphans = Run.objects.filter(status=Status.RUNNING, lease_expires__lt=timezone.now())
-    for run_id in orphans.values_list("pk", flat=True):
-        log.info("run %s: lease expired, queueing it again", run_id)
-        launch_run.apply_async(args=[run_id], queue=settings.DAPO_QUEUE)
+    """At worker start: queue again the runs whose controller died, then reap every interval."""
+    global REAPER
+    reap()
+    if REAPER is None:
+        REAPER = Reaper(settings.DAPO_REAPER_INTERVAL_S).start()
+
+
+@worker_shutdown.connect
+def stop_reaper(**_: Any) -> None:
+    global REAPER
+    if REAPER is not None:
+        REAPER.stop()
+        REAPER = None

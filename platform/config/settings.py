@@ -81,6 +81,11 @@ DAPO_RUNNER = env_str("DAPO_RUNNER", "dapo.runner:run")
 """module:function of the trainer entry point the worker calls (a custom trainer can be plugged in)."""
 DAPO_LEASE_SECONDS = env_int("DAPO_LEASE_SECONDS", 120)
 """A run's lease lasts this long without a heartbeat; a dead worker's run can be claimed again after it."""
+DAPO_REAPER_INTERVAL_S = env_int("DAPO_REAPER_INTERVAL_S", 30)
+"""Each worker's reaper looks this often for running runs whose lease ran out, and queues them again."""
+DAPO_DB_RETRY_S = env_int("DAPO_DB_RETRY_S", 60)
+"""How long the worker retries a database write (a step's report, a checkpoint, the final status) while
+the database is unavailable, with backoff, before the error counts."""
 RAY_ADDRESS = os.environ.get("RAY_ADDRESS", "")
 
 HAS_SPECTACULAR = importlib.util.find_spec("drf_spectacular") is not None
@@ -146,7 +151,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL",
         "transaction_mode": "IMMEDIATE",
-        "timeout": 30,
+        "timeout": env_int("DAPO_SQLITE_TIMEOUT_S", 30),  # seconds a write waits for another's lock
     }
     # A file (not :memory:) so the daphne and Celery subprocesses of the browser tests share it.
     DATABASES["default"]["TEST"] = {

@@ -2,8 +2,10 @@
 
 Lifecycle of a run: queued → running → succeeded | failed | cancelled; a queued run cancelled before a
 worker claims it goes straight to cancelled; a failed or cancelled run with a checkpoint can be resumed
-(back to queued). State changes are conditional UPDATEs, so two processes racing on one run (a worker
-claiming while the user cancels, a redelivered task) cannot both win.
+(back to queued); a running run whose worker stopped renewing its lease is put back in the queue by the
+reaper (``requeue_expired``) and resumes from its last checkpoint. State changes are conditional
+UPDATEs, so two processes racing on one run (a worker claiming while the user cancels, a redelivered task)
+cannot both win.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ class Status(models.TextChoices):
 
 
 FINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+
+
+class LeaseLost(Exception):
+    """The worker writing for a run no longer holds its lease: another controller owns the run now."""
 
 
 class RunQuerySet(models.QuerySet["Run"]):
@@ -149,6 +155,25 @@ class Run(models.Model):
             )
         )
 
+    @classmethod
+    def requeue_expired(cls) -> list[int]:
+        """The reaper: runs still "running" whose lease ran out (their controller died, or hangs) go back
+        to the queue, and their task is queued again; a run whose cancel was requested is cancelled
+        instead. Returns the ids requeued. Each change is a conditional UPDATE, so reapers in several
+        workers never queue one run twice, and a controller that renews its lease in time keeps its run."""
+        now = timezone.now()
+        expired = Q(status=Status.RUNNING, lease_expires__lt=now)
+        released = {"lease_owner": "", "lease_expires": None}
+        Run.objects.filter(expired, cancel_requested=True).update(
+            status=Status.CANCELLED, finished_at=now, **released
+        )
+        requeued = []
+        for pk in Run.objects.filter(expired).order_by("created_at", "id").values_list("pk", flat=True):
+            if Run.objects.filter(expired, pk=pk).update(status=Status.QUEUED, **released):
+                dispatch.on_commit("launch_run", pk)
+                requeued.append(pk)
+        return requeued
+
     def start(self, info: RunInfo) -> None:
         now = timezone.now()
         self.started_at = self.started_at or now
@@ -157,16 +182,24 @@ class Run(models.Model):
         self.total_steps = info.total_steps
         self.save(update_fields=["started_at", "attempt_started_at", "attempt_start_step", "total_steps"])
 
-    def record_step(self, report: StepReport) -> None:
+    def record_step(self, report: StepReport, *, worker_id: str | None = None) -> None:
         """Write a step's metrics, samples and progress in one transaction. A replayed step (a redelivered
-        report, or steps recomputed after a resume) overwrites its rows: it never duplicates them."""
+        report, or steps recomputed after a resume) overwrites its rows: it never duplicates them.
+
+        With ``worker_id`` the write is fenced by the lease: it raises LeaseLost (and writes nothing) once
+        another controller took the run over, so a worker that froze past its lease and wakes up cannot
+        overwrite its successor's curves. The fence comes first: on PostgreSQL its row lock orders the
+        write against a concurrent takeover."""
         metrics = clean_metrics(report.metrics)
         points = [
             MetricPoint(run_id=self.pk, step=report.step, name=n, value=v, wall_time=report.wall_time)
             for n, v in metrics.items()
         ]
         samples = [Sample.from_record(self.pk, r) for r in [*report.samples, *report.val_samples]]
+        latest = {**self.latest_metrics, **metrics}  # validation metrics stay until the next validation
         with transaction.atomic():
+            if not self._fenced(worker_id).update(step=report.step, latest_metrics=latest):
+                raise LeaseLost(f"run {self.pk}: {worker_id} lost the lease before step {report.step}")
             MetricPoint.objects.bulk_create(
                 points,
                 update_conflicts=True,
@@ -181,15 +214,19 @@ class Run(models.Model):
                 update_fields=Sample.UPDATABLE,
                 batch_size=200,
             )
-            latest = {**self.latest_metrics, **metrics}  # validation metrics stay until the next validation
-            Run.objects.filter(pk=self.pk).update(step=report.step, latest_metrics=latest)
         self.step, self.latest_metrics = report.step, latest
 
-    def record_checkpoint(self, step: int, path: str) -> None:
+    def record_checkpoint(self, step: int, path: str, *, worker_id: str | None = None) -> None:
+        """The run's newest checkpoint (fenced by the lease like ``record_step``)."""
         with transaction.atomic():
+            if not self._fenced(worker_id).update(last_checkpoint=path, last_checkpoint_step=step):
+                raise LeaseLost(f"run {self.pk}: {worker_id} lost the lease before checkpoint {step}")
             Checkpoint.objects.update_or_create(run=self, step=step, defaults={"path": path})
-            self.last_checkpoint, self.last_checkpoint_step = path, step
-            self.save(update_fields=["last_checkpoint", "last_checkpoint_step"])
+        self.last_checkpoint, self.last_checkpoint_step = path, step
+
+    def _fenced(self, worker_id: str | None) -> RunQuerySet:
+        rows = Run.objects.filter(pk=self.pk)
+        return rows.filter(lease_owner=worker_id) if worker_id is not None else rows
 
     def finish(self, status: str, error: str | None = None, *, worker_id: str | None = None) -> bool:
         """Final status; releases the lease. With ``worker_id``, only while that worker holds the lease (a
@@ -305,4 +342,4 @@ class Run(models.Model):
         }
 
 
-__all__ = ["Run", "Status", "FINAL", "MetricPoint", "Sample", "Checkpoint", "clean_metrics"]
+__all__ = ["Run", "Status", "FINAL", "LeaseLost", "MetricPoint", "Sample", "Checkpoint", "clean_metrics"]

@@ -1,6 +1,7 @@
 """A stand-in trainer for the worker tests (``DAPO_RUNNER=tests.worker.fake_runner:run``): fast, with
 the real trainer's contract (sinks, checkpoints under out_dir/checkpoints/step_N, should_stop at step
-boundaries, resume from the newest checkpoint). Each call appends a line to out_dir/invocations.jsonl."""
+boundaries, resume from a given checkpoint or the newest). Each call appends a line to
+out_dir/invocations.jsonl; each sample's response names the process that computed it."""
 
 from __future__ import annotations
 
@@ -16,10 +17,15 @@ STEP_SECONDS = float(os.environ.get("FAKE_STEP_SECONDS", "0.05"))
 
 
 def run(
-    config: RunConfig, *, out_dir: str | Path, sinks: list[Sink], resume: bool = False, **_: object
+    config: RunConfig,
+    *,
+    out_dir: str | Path,
+    sinks: list[Sink],
+    resume: bool = False,
+    resume_from: str | Path | None = None,
 ) -> RunResult:
     out = Path(out_dir)
-    step = _latest(out) if resume else 0
+    step = _step_of(Path(resume_from)) if resume_from else _latest(out) if resume else 0
     with (out / "invocations.jsonl").open("a") as f:
         f.write(json.dumps({"pid": os.getpid(), "resume": resume, "start_step": step + 1}) + "\n")
     total, every = config.optim.total_steps, config.checkpoint.every_n_steps
@@ -48,8 +54,11 @@ def run(
 
 
 def _latest(out: Path) -> int:
-    steps = [int(p.name.removeprefix("step_")) for p in (out / "checkpoints").glob("step_*")]
-    return max(steps, default=0)
+    return max((_step_of(p) for p in (out / "checkpoints").glob("step_*")), default=0)
+
+
+def _step_of(checkpoint: Path) -> int:
+    return int(json.loads((checkpoint / "trainer.json").read_text())["step"])
 
 
 def _save(out: Path, step: int, sinks: list[Sink]) -> None:
@@ -63,6 +72,7 @@ def _save(out: Path, step: int, sinks: list[Sink]) -> None:
 def _sample(step: int, index: int) -> SampleRecord:
     return SampleRecord(
         step=step, split="train", group=index // 2, sample_index=index, problem_index=index,
-        prompt="Compute 1+1.", response=f"step {step}\nAnswer: 2", ground_truth="2", pred="2", score=1.0,
-        acc=True, overlong_penalty=0.0, reward=1.0, advantage=0.0, length=5, truncated=False, kept=True,
+        prompt="Compute 1+1.", response=f"step {step} by pid {os.getpid()}\nAnswer: 2", ground_truth="2",
+        pred="2", score=1.0, acc=True, overlong_penalty=0.0, reward=1.0, advantage=0.0, length=5,
+        truncated=False, kept=True,
     )  # fmt: skip

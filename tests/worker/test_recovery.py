@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from django.utils import timezone
@@ -14,21 +15,45 @@ from worker import tasks
 pytestmark = pytest.mark.django_db
 
 
-def test_at_start_a_worker_requeues_runs_whose_lease_ran_out(alice_run, monkeypatch):
-    sent: list[list[int]] = []
-    monkeypatch.setattr(tasks.launch_run, "apply_async", lambda args, queue: sent.append(args))
+def test_at_start_a_worker_requeues_runs_whose_lease_ran_out_then_reaps_every_interval(
+    alice_run, queued, monkeypatch, settings, django_capture_on_commit_callbacks
+):
+    started: list[float] = []
+    monkeypatch.setattr(tasks, "Reaper", lambda s: SimpleNamespace(start=lambda: started.append(s)))
+    monkeypatch.setattr(tasks, "REAPER", None)
     alice_run.claim("dead")
     live = Run.objects.create(owner=alice_run.owner, name="live", config=alice_run.config)
     live.claim("alive")
     Run.objects.filter(pk=alice_run.pk).update(lease_expires=timezone.now() - timedelta(seconds=5))
-    tasks.recover_orphans()
-    assert sent == [[alice_run.pk]]
+    queued.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.recover_orphans()
+    assert queued == [("launch_run", alice_run.pk)]
+    alice_run.refresh_from_db()
+    assert (alice_run.status, alice_run.lease_owner, alice_run.lease_expires) == (Status.QUEUED, "", None)
+    assert Run.objects.get(pk=live.pk).lease_owner == "alive"
+    with django_capture_on_commit_callbacks(execute=True):
+        assert tasks.reap() == [] and len(queued) == 1  # a second pass does not queue it twice
+    assert started == [settings.DAPO_REAPER_INTERVAL_S]
+
+
+def test_the_reaper_cancels_instead_of_requeueing_a_dead_run_whose_cancel_was_requested(
+    alice_run, queued, django_capture_on_commit_callbacks
+):
+    alice_run.claim("dead")
+    alice_run.request_cancel()
+    Run.objects.filter(pk=alice_run.pk).update(lease_expires=timezone.now() - timedelta(seconds=5))
+    queued.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert tasks.reap() == [] and queued == []
+    alice_run.refresh_from_db()
+    assert alice_run.status == Status.CANCELLED and alice_run.finished_at is not None
 
 
 def test_a_fresh_start_never_inherits_files_of_a_reused_run_id(alice_run, settings, tmp_path):
     out = Path(settings.DAPO_RUNS_DIR) / str(alice_run.pk)
     (out / "checkpoints" / "step_000009").mkdir(parents=True)
-    assert tasks.prepare_start(alice_run, out) is False
+    assert tasks.prepare_start(alice_run, out) is None
     assert not any(out.iterdir())
     assert list(out.parent.glob(f"{alice_run.pk}.stale-*"))
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError
 from runs.events import group_name
 from runs.models import Checkpoint, MetricPoint, Run, Sample, Status
 
@@ -54,6 +55,9 @@ def test_a_step_lands_in_the_database_then_in_the_group(claimed, listener):
 
 def test_checkpoints_and_the_final_status_are_recorded_and_published(claimed, listener):
     sink = PlatformSink(claimed, "worker-1")
+    for step in (1, 2):
+        sink.on_step(report(step))
+        assert listener()["step"] == step
     sink.on_checkpoint(2, "/runs/1/checkpoints/step_000002")
     assert listener()["run"]["last_checkpoint_step"] == 2
     sink.on_finish("succeeded")
@@ -87,19 +91,60 @@ def test_should_stop_polls_the_database_at_most_every_interval(claimed, django_a
             sink.should_stop()
 
 
-def test_a_brief_database_outage_is_retried_not_lost(claimed, monkeypatch):
-    monkeypatch.setattr(sink_module, "DB_RETRY_DELAYS_S", (0.0, 0.0))
-    real = Run.record_step
-    failures = iter([OperationalError("database is locked")])
+def test_a_checkpoint_is_recorded_only_once_its_step_is_in_the_database(claimed):
+    """The trainer saves step 2's checkpoint before it reports step 2: recorded at once, a worker dying in
+    between would resume after step 2 and leave it out of the curves."""
+    sink = PlatformSink(claimed, "worker-1")
+    sink.on_step(report(1))
+    sink.on_checkpoint(2, "/runs/1/checkpoints/step_000002")
+    assert Run.objects.get(pk=claimed.pk).last_checkpoint_step is None
+    assert not Checkpoint.objects.filter(run=claimed).exists()
+    sink.on_step(report(2))
+    assert Run.objects.get(pk=claimed.pk).last_checkpoint_step == 2
+    assert list(Checkpoint.objects.filter(run=claimed).values_list("step", flat=True)) == [2]
 
-    def flaky(self, rep):
+
+def test_a_controller_that_lost_its_lease_writes_nothing_and_stops(claimed):
+    sink = PlatformSink(claimed, "worker-1")
+    sink.on_step(report(1))
+    Run.objects.filter(pk=claimed.pk).update(lease_owner="worker-2")  # taken over while this one froze
+    sink.on_step(report(2, value=0.99))
+    sink.on_checkpoint(2, "/runs/1/checkpoints/step_000002")
+    assert sink.should_stop()
+    assert list(MetricPoint.objects.filter(run=claimed).values_list("step", flat=True).distinct()) == [1]
+    run = Run.objects.get(pk=claimed.pk)
+    assert (run.step, run.last_checkpoint_step, run.lease_owner) == (1, None, "worker-2")
+
+
+@pytest.mark.parametrize("error", [OperationalError("database is locked"), InterfaceError("closed")])
+def test_a_brief_database_outage_is_retried_not_lost(claimed, monkeypatch, error):
+    monkeypatch.setattr(sink_module, "DB_RETRY_FIRST_DELAY_S", 0.0)
+    real = Run.record_step
+    failures = iter([error, error])
+
+    def flaky(self, rep, **kw):
         if (err := next(failures, None)) is not None:
             raise err
-        return real(self, rep)
+        return real(self, rep, **kw)
 
     monkeypatch.setattr(Run, "record_step", flaky)
     PlatformSink(claimed, "worker-1").on_step(report(1))
     assert MetricPoint.objects.filter(run=claimed, step=1).count() == 2
+
+
+def test_a_database_outage_longer_than_the_retry_window_raises(claimed, monkeypatch, settings):
+    settings.DAPO_DB_RETRY_S = 0.3
+    monkeypatch.setattr(sink_module, "DB_RETRY_FIRST_DELAY_S", 0.05)
+    calls: list[float] = []
+
+    def down(self, rep, **kw):
+        calls.append(time.monotonic())
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(Run, "record_step", down)
+    with pytest.raises(OperationalError):
+        PlatformSink(claimed, "worker-1").on_step(report(1))
+    assert 3 <= len(calls) <= 5 and calls[-1] - calls[0] <= 0.3  # 0.05, 0.1 then 0.2 would pass the window
 
 
 def test_a_publish_failure_does_not_fail_the_step(claimed, monkeypatch):
