@@ -311,6 +311,7 @@ def page_data(run: Run, params: QueryDict) -> dict[str, Any]:
         "narrows": f.narrows,
         "view": "list" if f.rank else f.view,
         "page": f.page,
+        "groups_per_page": GROUPS_PER_PAGE,
         "step": f.step,
     }
     if f.step is None:
@@ -548,6 +549,7 @@ def sample_page(request: HttpRequest, run_id: int, sample_pk: int) -> HttpRespon
         "tokens": token_view(sample, clip),
         "clip": clip,
         "token_knob": _config_value(run, "logging", "token_data_samples_per_step"),
+        "group_page": sample.group // GROUPS_PER_PAGE + 1,
         "previous": before.values_list("id", flat=True).first(),
         "next": after.values_list("id", flat=True).first(),
     }

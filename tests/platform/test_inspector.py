@@ -553,3 +553,14 @@ def test_under_asgi_an_export_streams_chunk_by_chunk(alice, stepped, monkeypatch
     status, chunks = async_to_sync(fetch)()
     assert status == 200 and len(chunks) == 3 * 16 // 4
     assert [json.loads(line)["sample_index"] for line in chunks[-1].decode().splitlines()] == [12, 13, 14, 15]
+
+
+def test_links_back_to_a_group_open_the_page_that_holds_it(alice_client, stepped, monkeypatch):
+    from runs import inspect
+
+    monkeypatch.setattr(inspect, "GROUPS_PER_PAGE", 2)
+    s = Sample.objects.get(run=stepped, split="train", step=3, sample_index=13)  # group 3: the second page
+    html = alice_client.get(f"/runs/{stepped.pk}/samples/{s.pk}/").content.decode()
+    assert f"/runs/{stepped.pk}/samples/?split=train&amp;step=3&amp;page=2#group-3" in html
+    data = _data(alice_client, stepped, step=3, page=2)
+    assert (data["groups_per_page"], [g["group"] for g in data["groups"]]) == (2, [2, 3])

@@ -147,16 +147,24 @@
         empty.textContent = `No ${split === "val" ? "validation" : "train"} samples yet: they appear here as the run records steps.`;
       } else if (state.view === "groups") {
         for (const g of state.groups) results.appendChild(groupCard(g));
-        if (!state.groups.length) { empty.hidden = false; empty.textContent = "No sample of this step matches the filter."; }
+        if (!state.groups.length) { empty.hidden = false; empty.textContent = nothing(); }
       } else {
         results.appendChild(sampleTable(state.samples, true));
-        if (!state.samples.length) { empty.hidden = false; empty.textContent = "No sample of this step matches the filter."; }
+        if (!state.samples.length) { empty.hidden = false; empty.textContent = nothing(); }
       }
       const pager = $("pager");
       pager.hidden = !(state.pages > 1);
       $("page-label").textContent = `page ${state.page} of ${state.pages}`;
       $("page-prev").disabled = state.page <= 1;
       $("page-next").disabled = state.page >= state.pages;
+    }
+    function nothing() {
+      if (state.page > state.pages) return `Page ${state.page} is past the last page (${state.pages}).`;
+      return "No sample of this step matches the filter.";
+    }
+    function groupLink(step, group) { // the page of the unfiltered step that holds the group
+      const page = Math.floor(group / state.groups_per_page) + 1;
+      return `${urls.page}?split=${split}&step=${step}${page > 1 ? `&page=${page}` : ""}#group-${group}`;
     }
     function renderSummary() {
       const box = $("summary");
@@ -177,6 +185,15 @@
       const f = state.filter;
       const ranked = f.rank ? `: the ${f.rank} ${f.k || 10} by ${f.rank_by || "reward"}` : "";
       if (state.narrows) box.appendChild(el("span", "fact matching", `${state.matching} match the filter${ranked}`));
+      if (f.problem !== undefined) {
+        const chip = el("span", "fact chip", `problem ${f.problem} only `);
+        const clear = el("button", "linkbtn", "show all problems");
+        clear.type = "button";
+        clear.id = "clear-problem";
+        clear.addEventListener("click", () => { $("f-problem").value = ""; load({ problem: null, page: null }); });
+        chip.appendChild(clear);
+        box.appendChild(chip);
+      }
     }
     function renderExports() {
       const whole = new URLSearchParams({ split, step: state.step ?? "" });
@@ -235,7 +252,7 @@
       const cells = [first];
       if (flat) {
         const group = el("a", null, s.group);
-        group.href = `${urls.page}?split=${split}&step=${s.step}#group-${s.group}`;
+        group.href = groupLink(s.step, s.group);
         const gtd = el("td");
         gtd.appendChild(group);
         cells.push(gtd, el("td", "truth", s.ground_truth));
