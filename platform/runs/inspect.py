@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from django.db import connection
-from django.db.models import Avg, BooleanField, Count, ExpressionWrapper, Max, Min, Q, QuerySet
+from django.db.models import Avg, BooleanField, Count, ExpressionWrapper, Max, Q, QuerySet
 from django.db.models.functions import Length, Substr
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import get_object_or_404, render
@@ -261,15 +261,31 @@ def group_badge(n: int, correct: int, kept: bool, split: str) -> dict[str, str]:
     return {"kind": kind, "label": label, "kept": "kept" if kept else "filtered"}
 
 
-def _groups(run: Run, f: SampleFilter, qs: QuerySet[Sample]) -> tuple[list[dict[str, Any]], int]:
-    """One page of the step's groups that have a matching sample, ordered by the sort (a group ranks by
-    its best matching sample), each with its stats over all its samples and its matching samples."""
-    field, desc = SORTS[f.sort]
-    key = (Max if desc else Min)(field)
-    keyed = qs.values("group").annotate(key=key).order_by("-key" if desc else "key", "group")
+Match = tuple[int, int, float]
+"""(sample_index, group, sort value) of a matching sample."""
+
+
+def _matches(f: SampleFilter, qs: QuerySet[Sample]) -> list[Match]:
+    """The step's matching samples in rank order (the sort's, or the top/bottom-k's): one query, so the
+    filter (a text search above all) runs once per request; ordering a step's few thousand keys is cheap."""
+    field, desc = (f.rank_by, f.rank == "top") if f.rank else SORTS[f.sort]
+    matches = list(qs.values_list("sample_index", "group", field))
+    return sorted(matches, key=lambda m: (-m[2] if desc else m[2], m[0]))
+
+
+def _page_rows(run: Run, f: SampleFilter, indexes: list[int]) -> list[dict[str, Any]]:
+    """List rows of these samples of the step, in the order given (through the unique index)."""
+    rows = _rows(Sample.objects.filter(run=run, split=f.split, step=f.step, sample_index__in=indexes))
+    position = {index: i for i, index in enumerate(indexes)}
+    return sorted(rows, key=lambda row: position[row["sample_index"]])
+
+
+def _groups(run: Run, f: SampleFilter, matches: list[Match]) -> tuple[list[dict[str, Any]], int]:
+    """One page of the step's groups that have a matching sample, a group ranked by its first matching
+    sample in sort order; each with its stats over all its samples, and its matching samples."""
+    order = list(dict.fromkeys(group for _, group, _ in matches))
     start = (f.page - 1) * GROUPS_PER_PAGE
-    page = [row["group"] for row in keyed[start : start + GROUPS_PER_PAGE]]
-    total = qs.values("group").distinct().count()
+    page = order[start : start + GROUPS_PER_PAGE]
     stats = (
         Sample.objects.filter(run=run, split=f.split, step=f.step, group__in=page)
         .values("group")
@@ -286,14 +302,15 @@ def _groups(run: Run, f: SampleFilter, qs: QuerySet[Sample]) -> tuple[list[dict[
         .order_by()
     )
     by_group = {s["group"]: {**s, "samples": []} for s in stats}
-    for row in _rows(f.ordered(qs.filter(group__in=page))):
+    shown = set(page)
+    for row in _page_rows(run, f, [index for index, group, _ in matches if group in shown]):
         by_group[row["group"]]["samples"].append(row)
     groups = []
     for g in page:
         s = by_group[g]
         badge = group_badge(s["n"], s["correct"], s["kept_n"] > 0, f.split)
         groups.append({**s, "badge": badge, "truth": s["truth"][:500]})
-    return groups, total
+    return groups, len(order)
 
 
 def page_data(run: Run, params: QueryDict) -> dict[str, Any]:
@@ -320,18 +337,17 @@ def page_data(run: Run, params: QueryDict) -> dict[str, Any]:
     if i == len(steps) or steps[i] != f.step:
         span = f"steps with {split} samples: {steps[0]}–{steps[-1]}" if steps else f"no {split} samples yet"
         raise NoSuchStep(f"Step {f.step} has no {split} samples ({span}).")
-    qs = f.queryset(run)
+    matches = _matches(f, f.queryset(run))
     data["summary"] = step_summary(run, split, f.step)
-    data["matching"] = qs.count() if f.narrows else data["summary"]["samples"]
+    data["matching"] = len(matches)
     if data["view"] == "groups":
-        data["groups"], total = _groups(run, f, qs)
+        data["groups"], total = _groups(run, f, matches)
         data["samples"], data["pages"] = [], max(1, -(-total // GROUPS_PER_PAGE))
     else:
-        limit = f.k if f.rank else SAMPLES_PER_PAGE
-        ordered = f.ordered(qs)
+        size = f.k if f.rank else SAMPLES_PER_PAGE
         start = 0 if f.rank else (f.page - 1) * SAMPLES_PER_PAGE
-        data["samples"] = _rows(ordered if f.rank else ordered[start : start + limit])
-        data["groups"], data["pages"] = [], 1 if f.rank else max(1, -(-data["matching"] // limit))
+        data["samples"] = _page_rows(run, f, [m[0] for m in matches[start : start + size]])
+        data["groups"], data["pages"] = [], 1 if f.rank else max(1, -(-len(matches) // size))
     return data
 
 
