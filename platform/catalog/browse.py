@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
+from django.core.paginator import Page, Paginator
 from django.db.models import F, Q, QuerySet
 from django.http import QueryDict
 
@@ -88,8 +89,8 @@ def split_tabs(dataset: Dataset, query: Query) -> list[dict[str, Any]]:
     ]
 
 
-def rows_for(dataset: Dataset, query: Query, run_ids: list[int]) -> QuerySet[DatasetRow]:
-    """The split's rows that match the search and filters, in the asked order."""
+def rows_for(dataset: Dataset, query: Query) -> QuerySet[DatasetRow]:
+    """The split's rows that match the search and the column filters, in index or length order."""
     rows = DatasetRow.objects.filter(dataset=dataset, split=query.split)
     if query.q:
         rows = rows.filter(Q(prompt_text__icontains=query.q) | Q(ground_truth__icontains=query.q))
@@ -97,14 +98,24 @@ def rows_for(dataset: Dataset, query: Query, run_ids: list[int]) -> QuerySet[Dat
         rows = rows.filter(data_source=query.source)
     if query.answer:
         rows = rows.filter(ground_truth=query.answer)
-    if query.solved or query.sort in ("rate", "-rate"):
-        rows = solve.with_solve_rate(rows, run_ids)
-    if query.solved:
-        rows = rows.filter(solve.SOLVED_FILTERS[query.solved][1])
-    if query.sort in ("rate", "-rate"):
-        return solve.order_by_rate(rows, descending=query.sort == "-rate")
-    order = SORTS[query.sort]
+    order = SORTS[query.sort] if query.sort not in ("rate", "-rate") else "index"
     return rows.order_by(order, F("index").asc()) if "chars" in order else rows.order_by(order)
+
+
+def page_of(dataset: Dataset, query: Query, runs: list[Any]) -> tuple[Page, list[DatasetRow]]:
+    """The asked page and its rows. Filtering or sorting by solve rate pages the matching problem
+    indices, ordered with the runs' per-problem rates (solve.rate_map), then reads only that page's rows."""
+    rows = rows_for(dataset, query)
+    if not (query.solved or query.sort in ("rate", "-rate")):
+        page = Paginator(rows, PAGE_SIZE).get_page(query.page)
+        return page, list(page.object_list)
+    rates = solve.rate_map(runs, query.split)
+    indices = solve.by_rate(
+        list(rows.values_list("index", flat=True)), rates, solved=query.solved, sort=query.sort
+    )
+    page = Paginator(indices, PAGE_SIZE).get_page(query.page)
+    found = {r.index: r for r in rows.filter(index__in=list(page.object_list))}
+    return page, [found[i] for i in page.object_list if i in found]
 
 
 def table(rows: list[DatasetRow], query: Query, run_ids: list[int]) -> list[dict[str, Any]]:

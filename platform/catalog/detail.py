@@ -20,7 +20,7 @@ from catalog.stats import split_stats, token_stats
 def statistics(dataset: Dataset, split: str, model: BaseModel | None) -> dict[str, Any]:
     """The split's statistics for the charts (JSON-ready); token lengths use ``model``'s template."""
     rows = dataset.rows.filter(split=split)
-    stats = split_stats(rows)
+    stats = split_stats(rows, f"{dataset.pk}|{dataset.fingerprint}|{dataset.row_count}|{split}")
     if model is None:
         stats["tokens"] = {"error": "register a base model to count tokens with its chat template"}
         return stats
@@ -78,7 +78,33 @@ def prompt_as_seen(row: DatasetRow, model: BaseModel | None) -> dict[str, Any]:
         return {**plain, "template": "", "template_error": str(e)}
     counter = TokenCounter(model_dir, templated=template.template is not None)
     tokens = counter.count([text])[0] if counter.available else None
-    return {"prompt": text, "template": template.source, "tokens": tokens, "template_error": ""}
+    segments = template_segments(text, [m["content"] for m in row.messages])
+    return {
+        "prompt": text,
+        "segments": segments,
+        "template": template.source,
+        "tokens": tokens,
+        "template_error": "",
+    }
+
+
+def template_segments(text: str, contents: list[str]) -> list[tuple[str, bool]]:
+    """The rendered prompt cut into (text, written by the template) pieces: the messages' contents found
+    in order, everything around them the template's (special tokens, role tags, a default system prompt).
+    One template piece for all when a content cannot be found as written (a template that edits it)."""
+    pieces: list[tuple[str, bool]] = []
+    at = 0
+    for content in contents:
+        found = text.find(content, at) if content else -1
+        if found < 0:
+            return [(text, False)]
+        if found > at:
+            pieces.append((text[at:found], True))
+        pieces.append((content, False))
+        at = found + len(content)
+    if at < len(text):
+        pieces.append((text[at:], True))
+    return pieces
 
 
 def timeline_url(run_id: int, split: str, index: int) -> str:

@@ -8,25 +8,13 @@ samples count towards the train split, validation samples towards the validation
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import (
-    Case,
-    Count,
-    F,
-    FloatField,
-    Max,
-    Min,
-    OuterRef,
-    Q,
-    QuerySet,
-    Subquery,
-    Sum,
-    Value,
-    When,
-)
-from django.db.models.functions import Cast
+from django.core.cache import cache
+from django.db.models import Case, Count, Max, Min, Q, Sum, Value, When
 from runs.models import Run, Sample
 
 from catalog.models import Dataset
@@ -58,7 +46,7 @@ def runs_using(dataset: Dataset, user: Any) -> dict[str, list[Run]]:
         Q(dataset=dataset) | Q(dataset__isnull=True, config__data__train_path=dataset.path)
     )
     used: dict[str, list[Run]] = {"train": [], "val": []}
-    for run in candidates.only("id", "name", "status", "config", "dataset_id").order_by("-id"):
+    for run in candidates.only("id", "name", "status", "step", "config", "dataset_id").order_by("-id"):
         data = (run.config or {}).get("data", {})
         for split, key in (("train", "train_path"), ("val", "val_path")):
             if files[split] and _same_file(data.get(key) or "", files[split]):
@@ -95,32 +83,65 @@ def rates_by_run(runs: list[Run], split: str, index: int) -> list[dict[str, Any]
     ]
 
 
-def with_solve_rate(rows: QuerySet, run_ids: list[int]) -> QuerySet:
-    """Annotate DatasetRow rows with ``solve_rate`` (null where no run sampled the problem), to sort and
-    filter by it in the database."""
-    samples = (
-        Sample.objects.filter(run_id__in=run_ids, split=OuterRef("split"), problem_index=OuterRef("index"))
-        .order_by()
-        .values("problem_index")
-        .annotate(rate=Cast(_CORRECT, FloatField()) / Cast(Count("id"), FloatField()))
-        .values("rate")
-    )
-    return rows.annotate(solve_rate=Subquery(samples, output_field=FloatField()))
+def rate_map(runs: list[Run], split: str) -> dict[int, tuple[int, int]]:
+    """{problem index: (correct, samples)} of every problem the runs sampled in the split: one aggregate
+    over their samples, cached until one of the runs records a step (its ``step`` is in the key)."""
+    if not runs:
+        return {}
+    stamp = ",".join(f"{r.pk}.{r.step}.{r.status}" for r in sorted(runs, key=lambda r: r.pk))
+    key = f"dapo-rates:{split}:{hashlib.sha1(stamp.encode()).hexdigest()}"
+    cached = cache.get(key)
+    if cached is None:
+        rows = (
+            Sample.objects.filter(run_id__in=[r.pk for r in runs], split=split)
+            .values("problem_index")
+            .annotate(correct=_CORRECT, samples=Count("id"))
+            .order_by()
+            .values_list("problem_index", "correct", "samples")
+        )
+        cached = {index: (correct, samples) for index, correct, samples in rows}
+        cache.set(key, cached, timeout=3600)
+    return cached
 
 
-SOLVED_FILTERS = {
-    "never": ("never solved (0%)", Q(solve_rate=0.0)),
-    "always": ("always solved (100%)", Q(solve_rate=1.0)),
-    "mixed": ("mixed (learnable)", Q(solve_rate__gt=0.0, solve_rate__lt=1.0)),
-    "unsampled": ("not sampled yet", Q(solve_rate__isnull=True)),
+def _never(r: tuple[int, int] | None) -> bool:
+    return r is not None and r[0] == 0
+
+
+def _always(r: tuple[int, int] | None) -> bool:
+    return r is not None and r[0] == r[1]
+
+
+def _mixed(r: tuple[int, int] | None) -> bool:
+    return r is not None and 0 < r[0] < r[1]
+
+
+def _unsampled(r: tuple[int, int] | None) -> bool:
+    return r is None
+
+
+SOLVED_FILTERS: dict[str, tuple[str, Callable[[tuple[int, int] | None], bool]]] = {
+    "never": ("never solved (0%)", _never),
+    "always": ("always solved (100%)", _always),
+    "mixed": ("mixed (learnable)", _mixed),
+    "unsampled": ("not sampled yet", _unsampled),
 }
 """Filters on the solve rate: in DAPO a group all right or all wrong gives no gradient (dynamic sampling
 drops it), so the mixed problems are the ones a run learns from."""
 
 
-def order_by_rate(rows: QuerySet, descending: bool) -> QuerySet:
-    rate = F("solve_rate")
-    return rows.order_by(rate.desc(nulls_last=True) if descending else rate.asc(nulls_last=True), "index")
+def by_rate(indices: list[int], rates: dict[int, tuple[int, int]], *, solved: str, sort: str) -> list[int]:
+    """Problem indices kept by the ``solved`` filter, in ``sort`` order ("rate", "-rate" or as given);
+    problems no run sampled come last either way."""
+    if solved:
+        keep = SOLVED_FILTERS[solved][1]
+        indices = [i for i in indices if keep(rates.get(i))]
+    if sort in ("rate", "-rate"):
+        sign = -1 if sort == "-rate" else 1
+        sampled = [i for i in indices if i in rates]
+        sampled.sort(key=lambda i: (sign * rates[i][0] / rates[i][1], i))
+        indices = sampled + [i for i in indices if i not in rates]
+    return indices
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -1,6 +1,6 @@
-"""Per-column statistics of a dataset split: the answer distribution and prompt lengths in characters
-(computed in the database) and in tokens of a chosen model with its chat template applied (sampled,
-cached)."""
+"""Per-column statistics of a dataset split: the answer distribution, the data sources and prompt lengths in
+characters (computed in the database) and in tokens of a chosen model with its chat template applied (on a
+sample). Rows change only by a new import, so both are cached under a key that an import changes."""
 
 from __future__ import annotations
 
@@ -16,26 +16,44 @@ from catalog.chat import ChatTemplate, TemplateError, TokenCounter, load_chat_te
 from catalog.models import DatasetRow
 from dapo.data import prompt_messages
 
-TOP_ANSWERS = 20
+TOP_ANSWERS = 15
 BINS = 30
-TOKEN_SAMPLE = 20_000
-"""Token lengths are computed over at most this many rows (evenly spread by index), then cached."""
+TOKEN_SAMPLE = 2000
+"""Token lengths are measured on this many rows, evenly spread by index, for the histogram and percentiles."""
+LONGEST = 100
+"""...and on the rows with the longest prompts in characters, so the maximum is the split's true one in
+practice (a prompt's token count grows with its characters)."""
+MAX_SOURCES = 100
+CACHE_SECONDS = 24 * 3600
 
 
-def split_stats(rows: QuerySet[DatasetRow]) -> dict[str, Any]:
-    """Counts, the most frequent answers and a histogram of prompt characters of one split's rows."""
+def split_stats(rows: QuerySet[DatasetRow], cache_key: str) -> dict[str, Any]:
+    """Counts, the most frequent answers, the data sources and a histogram of prompt characters of one
+    split's rows (cached: ``cache_key`` must change when the rows do)."""
+    key = f"dapo-split-stats:{cache_key}"
+    cached = cache.get(key)
+    if cached is None:
+        cached = _split_stats(rows)
+        cache.set(key, cached, timeout=CACHE_SECONDS)
+    return dict(cached)
+
+
+def _split_stats(rows: QuerySet[DatasetRow]) -> dict[str, Any]:
     agg = rows.aggregate(
         rows=Count("id"),
         answers=Count("ground_truth", distinct=True),
-        sources=Count("data_source", distinct=True),
         lo=Min("prompt_chars"),
         hi=Max("prompt_chars"),
         mean=Avg("prompt_chars"),
     )
     top = rows.values("ground_truth").annotate(n=Count("id")).order_by("-n", "ground_truth")[:TOP_ANSWERS]
     answers = [{"value": r["ground_truth"], "count": r["n"]} for r in top]
+    by_source = rows.values("data_source").annotate(n=Count("id")).order_by("-n", "data_source")
+    sources = [{"value": r["data_source"], "count": r["n"]} for r in by_source[:MAX_SOURCES]]
     return {
         **agg,
+        "sources": len(sources),
+        "source_counts": sources,
         "top_answers": answers,
         "other_answers": agg["rows"] - sum(a["count"] for a in answers),
         "chars": _db_histogram(rows, agg["lo"], agg["hi"]),
@@ -81,7 +99,7 @@ def token_stats(rows: QuerySet[DatasetRow], model_dir: Path, cache_key: str) -> 
     if cached is not None:
         return cached
     result = _measure(rows, model_dir)
-    cache.set(key, result, timeout=3600)
+    cache.set(key, result, timeout=CACHE_SECONDS)
     return result
 
 
@@ -100,15 +118,19 @@ def _measure(rows: QuerySet[DatasetRow], model_dir: Path) -> dict[str, Any]:
         if step > 1
         else rows
     )
+    longest = rows.order_by("-prompt_chars", "index")[:LONGEST]
     try:
         lengths = counter.count(_rendered(template, sample.values_list("prompt", flat=True).iterator()))
+        tail = (
+            counter.count(_rendered(template, longest.values_list("prompt", flat=True))) if step > 1 else []
+        )
     except TemplateError as e:
         return {"error": str(e)}
     ordered = sorted(lengths)
     return {
         "measured": len(lengths),
         "total": total,
-        "max": ordered[-1] if ordered else 0,
+        "max": max(ordered[-1:] + tail, default=0),
         "p50": _percentile(ordered, 0.5),
         "p95": _percentile(ordered, 0.95),
         "histogram": histogram(lengths),

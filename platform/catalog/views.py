@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
@@ -108,9 +107,10 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
     query = browse.Query.from_get(request.GET, dataset)
     runs = solve.runs_using(dataset, request.user)[query.split]
     run_ids = [r.pk for r in runs]
-    page = Paginator(browse.rows_for(dataset, query, run_ids), browse.PAGE_SIZE).get_page(query.page)
+    page, rows = browse.page_of(dataset, query, runs)
     models = browse.models_for_templates()
     model = next((m for m in models if m.pk == query.model), models[0] if models else None)
+    stats = statistics(dataset, query.split, model)
     context: dict[str, Any] = {
         "dataset": dataset,
         "query": query,
@@ -119,21 +119,16 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
         "next_page": query.url(page=page.number + 1, row=None) if page.has_next() else "",
         "sort_links": browse.sort_links(query),
         "split_tabs": browse.split_tabs(dataset, query),
-        "table": browse.table(list(page.object_list), query, run_ids),
+        "table": browse.table(rows, query, run_ids),
         "runs": runs,
         "models": models,
         "model": model,
-        "sources": _sources(dataset, query.split),
+        "sources": stats["source_counts"],
         "solved_filters": {k: label for k, (label, _) in solve.SOLVED_FILTERS.items()},
-        "stats": statistics(dataset, query.split, model),
+        "stats": stats,
         "panel": row_panel(dataset, query, runs, model) if query.row is not None else None,
     }
     return render(request, "catalog/detail.html", context)
-
-
-def _sources(dataset: Dataset, split: str) -> list[str]:
-    rows = dataset.rows.filter(split=split).order_by("data_source")
-    return list(rows.values_list("data_source", flat=True).distinct()[:100])
 
 
 def _roots() -> list[str]:

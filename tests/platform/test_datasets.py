@@ -67,6 +67,14 @@ def _nothing_imported(settings) -> None:
     assert _var_files(settings) == []
 
 
+@pytest.fixture(autouse=True)
+def fresh_cache() -> None:
+    """Statistics are cached by dataset id: a rolled-back test's ids come back in the next test."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def roots(settings, tmp_path: Path) -> Path:
     """A dataset root holding a valid JSONL file; the web may register files only inside it."""
@@ -444,15 +452,46 @@ def test_statistics_count_answers_and_prompt_lengths(alice_client, arith, demo_m
     assert tokens["max"] == max(chars) + 4 and sum(tokens["histogram"]["counts"]) == 120
 
 
+def test_token_lengths_of_a_large_split_are_sampled_but_keep_the_true_maximum(
+    alice_client, tmp_path, demo_model, monkeypatch
+):
+    from catalog import stats
+
+    monkeypatch.setattr(stats, "TOKEN_SAMPLE", 10)
+    monkeypatch.setattr(stats, "LONGEST", 3)
+    rows = [{"prompt": "x" * (50 if i == 5 else 10), "answer": str(i)} for i in range(120)]
+    (tmp_path / "t.jsonl").write_bytes(_jsonl(rows))
+    dataset = register_dataset("t", str(tmp_path / "t.jsonl"))
+    tokens = _stats(_html(alice_client.get(f"/datasets/{dataset.pk}/")))["tokens"]
+    assert (tokens["measured"], tokens["total"]) == (10, 120)  # every 12th index: 0, 12, ..., 108
+    assert tokens["p95"] == 10 + 4 and tokens["max"] == 50 + 4  # problem 5 is not in the sample
+
+
 def test_the_chosen_row_shows_the_prompt_with_the_chat_template_beside_the_truth(
     alice_client, arith, demo_model
 ):
     html = _html(alice_client.get(f"/datasets/{arith.pk}/?row=3"))
     seen = html.split('id="prompt-seen">')[1].split("</pre>")[0]
-    assert seen == "&lt;s&gt;&lt;|user|&gt;Compute 3 mod 10, problem 3.\n&lt;|assistant|&gt;"
+    assert seen == (  # what the template wrote is shaded; the problem's own text is not
+        '<span class="ds-templated">&lt;s&gt;&lt;|user|&gt;</span>Compute 3 mod 10, problem 3.'
+        '<span class="ds-templated">\n&lt;|assistant|&gt;</span>'
+    )
     assert html.split('id="ground-truth">')[1].split("</pre>")[0] == "3"
     assert "chat_template.jinja" in html and f"{len('Compute 3 mod 10, problem 3.') + 4} tokens" in html
     assert 'id="row-prev"' in html and 'id="row-next"' in html
+
+
+def test_template_segments_fall_back_to_one_piece_when_the_template_edits_a_message():
+    from catalog.detail import template_segments
+
+    assert template_segments("<s>S\nQ<a>", ["S", "Q"]) == [
+        ("<s>", True),
+        ("S", False),
+        ("\n", True),
+        ("Q", False),
+        ("<a>", True),
+    ]
+    assert template_segments("<s>q<a>", ["  Q "]) == [("<s>q<a>", False)]
 
 
 def test_without_a_model_the_prompt_is_shown_as_the_trainer_sends_it_untemplated(alice_client, arith):
@@ -552,6 +591,16 @@ def test_rows_sort_and_filter_by_solve_rate(alice_client, arith, sampled):
     assert _indices(_html(alice_client.get(url + "?solved=mixed"))) == [5]
     assert _indices(_html(alice_client.get(url + "?solved=always"))) == [7]
     assert len(_indices(_html(alice_client.get(url + "?solved=unsampled&page=3")))) == 120 - 3 - 100
+
+
+def test_a_new_step_of_a_run_reorders_the_solve_rates(alice_client, arith, sampled):
+    from dapo.report import StepReport
+
+    url = f"/datasets/{arith.pk}/?sort=-rate"
+    assert _indices(_html(alice_client.get(url)))[:3] == [7, 5, 6]  # (cached now)
+    solved = [sample(5, 600 + i, problem_index=6, acc=True) for i in range(8)]  # 6: 8 of 12 > 5 of 8
+    sampled["by_fk"].record_step(StepReport(step=5, metrics={}, samples=solved, wall_time=0.0, elapsed_s=1.0))
+    assert _indices(_html(alice_client.get(url)))[:3] == [7, 6, 5]
 
 
 def test_the_row_panel_breaks_the_solve_rate_down_by_run_with_timeline_links(alice_client, arith, sampled):

@@ -48,7 +48,7 @@
   const params = new URLSearchParams(window.location.search);
 
   const LAYOUT = {
-    margin: { l: 48, r: 12, t: 30, b: 40 }, height: 240, showlegend: false, bargap: 0.08,
+    margin: { l: 48, r: 12, t: 30, b: 40 }, height: 300, showlegend: false, bargap: 0.08,
     font: { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#334155" },
     paper_bgcolor: "#fff", plot_bgcolor: "#fff",
     xaxis: { gridcolor: "#eef2f7", zeroline: false }, yaxis: { gridcolor: "#eef2f7", zeroline: false },
@@ -59,7 +59,7 @@
   const title = (text) => ({ text: plain(text), font: { size: 12 }, x: 0.02 });
 
   function empty(el, text) {
-    el.classList.add("chart-empty");
+    el.classList.add("ds-chart-empty");
     const p = document.createElement("p");
     p.className = "muted small";
     p.textContent = text;
@@ -77,9 +77,9 @@
       customdata: rows.map((a) => plain(a.value)), marker: { color: "#2563eb" },
       hovertemplate: "answer %{customdata}: %{x} problems<extra></extra>",
     };
-    const other = stats.other_answers ? ` (+${stats.other_answers} in other answers)` : "";
-    const layout = { ...LAYOUT, height: Math.max(240, 16 * rows.length + 70), margin: { ...LAYOUT.margin, l: 110 },
-      title: title(`Answers: top ${top.length} of ${stats.answers}${other}`),
+    const other = stats.other_answers ? ` · ${stats.other_answers} problems have others` : "";
+    const layout = { ...LAYOUT, margin: { ...LAYOUT.margin, l: 90 },
+      title: title(`Top ${top.length} of ${stats.answers} answers${other}`),
       yaxis: { ...LAYOUT.yaxis, automargin: true, tickmode: "array", tickvals: ys,
         ticktext: rows.map((a) => plain(short(a.value, 24))), tickfont: { family: "ui-monospace, monospace", size: 10 } },
       xaxis: { ...LAYOUT.xaxis, title: { text: "problems" } } };
@@ -130,6 +130,6 @@
     const link = { ArrowLeft: $("row-prev"), ArrowRight: $("row-next"), Escape: $("row-close") }[e.key];
     if (link) window.location.href = link.href;
   });
-  const selected = table.querySelector("tr.selected");
+  const selected = table.querySelector("tr.ds-selected");
   if (selected) selected.scrollIntoView({ block: "nearest" });
 })();
