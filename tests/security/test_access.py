@@ -30,8 +30,8 @@ from tests.platform.test_consumers import ws
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SECRET_NAME = "alice-private-run-7f3a9c"
-SECRET_GROUP = "alice-private-group-51e2"
+PRIVATE_NAME = "alice-private-run-7f3a9c"
+PRIVATE_GROUP = "alice-private-group-51e2"
 PUBLIC = {
     "accounts/login/", "accounts/password_reset/", "accounts/password_reset/done/",
     "accounts/reset/<uidb64>/<token>/", "accounts/reset/done/", "admin/login/", "api/schema/",
@@ -74,7 +74,7 @@ def concrete(route: str, values: dict[str, Any]) -> str:
 
 @pytest.fixture
 def cast(alice_run: Run) -> dict[str, Any]:
-    alice_run.name, alice_run.group = SECRET_NAME, SECRET_GROUP
+    alice_run.name, alice_run.group = PRIVATE_NAME, PRIVATE_GROUP
     alice_run.save(update_fields=["name", "group"])
     alice_run.record_step(report(1))
     sample = Sample.objects.filter(run=alice_run).order_by("pk").first()
@@ -108,7 +108,7 @@ def test_every_url_refuses_the_anonymous_visitor(cast, anon_client):
         for method in (anon_client.get, anon_client.post):
             response = method(path)
             assert response.status_code < 500, (route, response.status_code)
-            assert SECRET_NAME.encode() not in response.content, f"{route} shows alice's run to anyone"
+            assert PRIVATE_NAME.encode() not in response.content, f"{route} shows alice's run to anyone"
             if route not in PUBLIC:
                 assert _refused_anonymous(response), (
                     f"{method.__name__.upper()} {path}: {response.status_code}"
@@ -124,7 +124,7 @@ def test_bob_never_reaches_alices_run_scoped_urls(cast, bob_client):
         # 405 for the method a view does not take; the other one reaches the view, which refuses bob
         assert statuses <= {403, 404, 405} and statuses & {403, 404}, (route, statuses)
     run = Run.objects.get(pk=cast["run"].pk)
-    assert (run.status, run.cancel_requested, run.name) == ("queued", False, SECRET_NAME)
+    assert (run.status, run.cancel_requested, run.name) == ("queued", False, PRIVATE_NAME)
 
 
 def test_bob_sees_no_trace_of_alices_run_anywhere(cast, bob_client):
@@ -134,7 +134,7 @@ def test_bob_sees_no_trace_of_alices_run_anywhere(cast, bob_client):
         if route.startswith("admin/") and route != "admin/login/":
             assert response.status_code in (302, 404), (route, response.status_code)  # bob is not staff
         body = b"".join(response) if response.streaming else response.content
-        assert SECRET_NAME.encode() not in body and SECRET_GROUP.encode() not in body, route
+        assert PRIVATE_NAME.encode() not in body and PRIVATE_GROUP.encode() not in body, route
 
 
 def test_alice_opens_her_run_scoped_urls_and_pages_run_no_inline_script(cast, alice_client):
