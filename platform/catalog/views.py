@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -132,6 +133,4 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
 
 
 def _roots() -> list[str]:
-    from django.conf import settings
-
     return [str(r) for r in settings.DAPO_DATASET_ROOTS]

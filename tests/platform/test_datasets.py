@@ -382,6 +382,38 @@ def test_extra_columns_are_stored_as_json(tmp_path):
     assert extra["score"] is None and extra["when"] == "1970-01-01 00:00:00" and extra["blob"] == "\ufffd\x01"
 
 
+@pytest.fixture
+def root_client(django_user_model) -> Client:
+    client = Client()
+    client.force_login(django_user_model.objects.create_superuser("root", password="x"))
+    return client
+
+
+def test_the_admin_validates_every_row_before_it_saves_and_imports(root_client, roots):
+    (roots / "bad.jsonl").write_bytes(_jsonl([{"prompt": "a", "answer": "1"}, {"prompt": "b"}]))
+    form = {"name": "adm", "path": str(roots / "bad.jsonl"), "val_path": "", "description": "", "_save": "1"}
+    response = root_client.post("/admin/catalog/dataset/add/", form)
+    assert (
+        response.status_code == 200
+        and "row 2: column &#x27;answer&#x27; is missing" in response.content.decode()
+    )
+    assert Dataset.objects.count() == 0
+    response = root_client.post("/admin/catalog/dataset/add/", {**form, "path": "/etc/passwd"})
+    assert (
+        "must be inside one of the dataset roots" in response.content.decode()
+        and Dataset.objects.count() == 0
+    )
+    response = root_client.post("/admin/catalog/dataset/add/", {**form, "path": str(roots / "train.jsonl")})
+    assert response.status_code == 302 and Dataset.objects.get().splits == {"train": 1}
+    assert DatasetRow.objects.get().ground_truth == "2"
+
+
+def test_a_dataset_registered_before_rows_existed_says_how_to_import_them(alice_client):
+    legacy = Dataset.objects.create(name="old", path="data/old.parquet", splits={"train": 5}, row_count=5)
+    html = _html(alice_client.get(f"/datasets/{legacy.pk}/"))
+    assert "manage.py register_dataset old data/old.parquet" in html
+
+
 # ---- browsing ---------------------------------------------------------------------------------------
 
 
