@@ -120,8 +120,9 @@ def save(
             shutil.rmtree(final)
         tmp.rename(final)
     except (OSError, RuntimeError) as e:
+        reason = describe(e, target)  # before the clean-up frees the space
         shutil.rmtree(tmp, ignore_errors=True)
-        raise CheckpointError(f"could not write checkpoint {final}: {describe(e, target)}") from None
+        raise CheckpointError(f"could not write checkpoint {final}: {reason}") from None
     _prune(root, keep_last)
     return final
 

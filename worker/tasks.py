@@ -206,8 +206,11 @@ def reap() -> list[int]:
     """One pass of the reaper; a database error is logged and the next pass tries again."""
     try:
         requeued = Run.requeue_expired()
+    except DB_ERRORS as e:
+        log.warning("reaper: database unavailable (%s); trying again in the next pass", e)
+        return []
     except Exception:
-        log.warning("reaper: pass failed", exc_info=True)
+        log.exception("reaper: pass failed")
         return []
     finally:
         drop_connection()  # the reaper thread's own connection: none is left open between passes

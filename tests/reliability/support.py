@@ -77,15 +77,14 @@ def tiny_config(assets: dict[str, str], *, steps: int, every: int = 0, **overrid
 
 
 def worker_env(var: Path, **extra: str) -> dict[str, str]:
-    env = stack.environment(
-        var,
-        DAPO_RUNNER="tests.reliability.faulty_runner:run",
-        DAPO_LEASE_SECONDS=str(LEASE_SECONDS),
-        DAPO_REAPER_INTERVAL_S=str(REAPER_INTERVAL_S),
-        DAPO_MODEL_ROOTS=str(var),
-        FAKE_STEP_SECONDS="0.1",
-        **extra,
-    )
+    defaults = {
+        "DAPO_RUNNER": "tests.reliability.faulty_runner:run",
+        "DAPO_LEASE_SECONDS": str(LEASE_SECONDS),
+        "DAPO_REAPER_INTERVAL_S": str(REAPER_INTERVAL_S),
+        "DAPO_MODEL_ROOTS": str(var),
+        "FAKE_STEP_SECONDS": "0.1",
+    }
+    env = stack.environment(var, **{**defaults, **extra})
     env.pop("RAY_ADDRESS", None)  # a run on the Ray backend starts a local Ray of its own
     return env
 

@@ -44,8 +44,10 @@ def run(
             "train/acc/mean": step / (2 * total),
             "actor/entropy": 1.0,
         }
+        samples = [_sample(step, i) for i in range(4)]
+        report = StepReport(step=step, metrics=metrics, samples=samples, wall_time=time.time())
         for s in sinks:
-            s.on_step(StepReport(step=step, metrics=metrics, samples=[_sample(step, i) for i in range(4)]))
+            s.on_step(report)
         if every and step % every == 0:
             _save(out, step, sinks)
     for s in sinks:
