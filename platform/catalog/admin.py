@@ -5,7 +5,7 @@ from django.contrib import admin
 
 from catalog.importer import ImportFailed, SplitFile, check_files, import_dataset
 from catalog.models import BaseModel, Dataset, DatasetRow
-from catalog.paths import PathError, check_dataset_path, check_model_path, portable
+from catalog.paths import PathError, check_dataset_path, check_model_path, portable, resolve
 
 
 class BaseModelForm(forms.ModelForm):
@@ -51,7 +51,7 @@ class DatasetForm(forms.ModelForm):
 
     def split_files(self) -> list[SplitFile]:
         paths = [("train", self.cleaned_data["path"]), ("val", self.cleaned_data.get("val_path", ""))]
-        return [SplitFile(split, check_dataset_path(p, required=True), p) for split, p in paths if p]  # type: ignore[arg-type]
+        return [SplitFile(split, resolve(p), p) for split, p in paths if p]  # checked by clean_path
 
 
 @admin.register(BaseModel)

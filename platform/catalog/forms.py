@@ -96,8 +96,8 @@ class RegisterForm(_Named):
         widget=forms.TextInput(attrs={"placeholder": "assets/demo/data/test.parquet"}),
     )
 
-    def clean_train_path(self) -> Path:
-        return self._path("train_path", required=True)  # type: ignore[return-value]
+    def clean_train_path(self) -> Path | None:
+        return self._path("train_path", required=True)
 
     def clean_val_path(self) -> Path | None:
         return self._path("val_path", required=False)

@@ -38,7 +38,7 @@ def _render_list(
     datasets = list(Dataset.objects.select_related("created_by"))
     for dataset in datasets:
         used = solve.runs_using(dataset, request.user)
-        dataset.used_by = sorted({*used["train"], *used["val"]}, key=lambda r: -r.pk)  # type: ignore[attr-defined]
+        dataset.used_by = sorted({*used["train"], *used["val"]}, key=lambda r: -r.pk)  # for the template
     context = {
         "datasets": datasets,
         "upload": upload,
@@ -93,8 +93,9 @@ def _import(request: HttpRequest, form: UploadForm | RegisterForm, *, keep_files
         )
     except ImportFailed as e:
         form.add_error(None, f"Nothing was imported. {e}")
-        upload, register = (form, RegisterForm()) if keep_files else (UploadForm(), form)
-        return _render_list(request, upload, register, status=400)  # type: ignore[arg-type]
+        if isinstance(form, UploadForm):
+            return _render_list(request, form, RegisterForm(), status=400)
+        return _render_list(request, UploadForm(), form, status=400)
     splits = ", ".join(f"{n:,} {split}" for split, n in dataset.splits.items())
     messages.success(request, f"Imported {dataset.name}: {splits} problems.")
     return redirect("catalog:detail", dataset_id=dataset.pk)
