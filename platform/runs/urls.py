@@ -1,11 +1,18 @@
 from django.urls import path
 
-from runs import inspect, views
+from runs import compare, inspect, views
 
 app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("new/", views.run_new, name="new"),
+    path("new/ladder/", compare.launch_ladder, name="ladder"),
+    path("compare/", compare.compare_page, name="compare"),
+    path("compare/data/", compare.compare_data, name="compare-data"),
+    path("compare/validation/", compare.compare_validation, name="compare-validation"),
+    path("compare/metrics.csv", compare.compare_csv, name="compare-csv"),
+    path("compare/groups/", compare.compare_groups, name="compare-groups"),
+    path("<int:run_id>/metrics.csv", compare.run_metrics_csv, name="metrics-csv"),
     path("<int:run_id>/", views.run_detail, name="detail"),
     path("<int:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("<int:run_id>/resume/", views.run_resume, name="resume"),

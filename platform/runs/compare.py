@@ -1,0 +1,486 @@
+"""Comparing runs: the compare page and its data, the config diff, one validation problem side by side,
+CSV exports of metrics, and the paper's ablation ladder launched as one run group.
+
+GET  /runs/compare/?ids=1,2,3 | ?group=NAME   the page (curves of the default metrics embedded)
+GET  /runs/compare/data/?ids=...&metrics=a,b   curves of any metric set, every run in one answer
+GET  /runs/compare/validation/?ids=...&step=&problem=   one validation problem's samples in each run
+GET  /runs/compare/metrics.csv?ids=...&metrics=         long CSV: run_id,run_name,step,wall_time,metric,value
+GET  /runs/compare/groups/                     the user's run groups (for the runs list)
+POST /runs/new/ladder/                         the new-run form's config as the base of six ablation runs
+GET  /runs/<id>/metrics.csv                    one run's metrics, same CSV
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import hashlib
+import io
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from asgiref.sync import sync_to_async
+from catalog.models import BaseModel, Dataset
+from django.contrib import messages
+from django.db import connection, transaction
+from django.db.models import Count, Max
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_GET, require_POST
+
+from dapo.config import ConfigError, RunConfig, config_diff, flatten
+from dapo.presets import ablation_ladder
+from runs import forms
+from runs.configuring import build_config, validate_name
+from runs.models import MetricPoint, Run, Sample
+from runs.series import metric_series
+from runs.views import _int, _render_new, _run_for
+
+MAX_RUNS = 30
+MAX_METRICS = 40
+MAX_POINTS = 2000
+"""Points per curve sent to the browser (a curve with more is thinned evenly by step, in the database)."""
+SAMPLE_CHARS = 4000
+DEFAULT_METRICS = ["critic/score/mean", "response_length/mean", "actor/entropy"]
+TOKEN_METRICS = ("train/response_length/mean", "train/num_prompts_generated")
+"""Generated tokens of a step = mean response length over every sample generated (groups dropped by dynamic
+sampling included) × prompts generated × rollout.n (dapo.batching.step_metrics, dapo.sampling)."""
+COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#65a30d",
+          "#475569", "#ea580c"]  # fmt: skip
+DASHES = ["solid", "dash", "dot"]
+
+
+class CompareError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+# ---- which runs -------------------------------------------------------------------------------------
+
+
+def resolve_runs(request: HttpRequest) -> list[Run]:
+    """The runs of ``?ids=1,2,3`` (in that order) or of ``?group=NAME`` (oldest first) that this user may
+    see. A run that is missing or not theirs is a 404 (the same message either way); bad input a 400."""
+    raw_ids, group = request.GET.get("ids"), request.GET.get("group")
+    if "\x00" in (raw_ids or "") + (group or ""):
+        raise CompareError(400, "The query contains a NUL character.")
+    visible = Run.objects.visible_to(request.user).select_related("owner")
+    if raw_ids is None and group:
+        runs = list(visible.filter(group=group).order_by("created_at", "id")[: MAX_RUNS + 1])
+        if not runs:
+            raise CompareError(404, f"You have no runs in the group {group!r}.")
+        if len(runs) > MAX_RUNS:
+            raise CompareError(400, f"The group {group!r} has more than {MAX_RUNS} runs: pick some by ?ids=.")
+        return runs
+    ids = parse_ids(raw_ids)
+    found = {run.pk: run for run in visible.filter(pk__in=[i for i in ids if 0 < i < 2**63])}
+    for i in ids:
+        if i not in found:
+            raise CompareError(404, f"No run #{i} among your runs.")
+    return [found[i] for i in ids]
+
+
+def parse_ids(raw: str | None) -> list[int]:
+    if raw is None:
+        raise CompareError(400, "Choose the runs to compare: /runs/compare/?ids=1,2,3 or ?group=NAME.")
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if not parts:
+        raise CompareError(400, "ids is empty: give run numbers separated by commas, e.g. ?ids=1,2,3.")
+    if len(parts) > MAX_RUNS:
+        raise CompareError(400, f"Compare at most {MAX_RUNS} runs at once (got {len(parts)}).")
+    bad = [p for p in parts if not (p.isascii() and p.isdigit())]
+    if bad:
+        raise CompareError(400, f"ids must be run numbers separated by commas; {bad[0][:40]!r} is not one.")
+    return list(dict.fromkeys(int(p) for p in parts))  # duplicates once, first order kept
+
+
+def _guarded(html: bool) -> Callable:
+    """Turn a CompareError into a page (html) or {"detail": message} with its status."""
+
+    def wrap(view: Callable) -> Callable:
+        @functools.wraps(view)
+        def inner(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            try:
+                return view(request, *args, **kwargs)
+            except CompareError as e:
+                if html:
+                    return render(request, "runs/compare.html", {"error": e.message}, status=e.status)
+                return JsonResponse({"detail": e.message}, status=e.status)
+
+        return inner
+
+    return wrap
+
+
+# ---- what the page needs -----------------------------------------------------------------------------
+
+
+def run_info(run: Run, index: int) -> dict[str, Any]:
+    config = run.config if isinstance(run.config, dict) else {}
+    rest = {k: v for k, v in config.items() if k != "seed"}  # runs alike but for the seed share this key
+    same_but_seed = hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:12]
+    return {
+        "id": run.pk, "name": run.name, "url": reverse("runs:detail", args=[run.pk]),
+        "preset": run.preset, "group": run.group, "seed": config.get("seed"), "config_key": same_but_seed,
+        "status": run.status, "step": run.step, "total_steps": run.total_steps,
+        "color": COLORS[index % len(COLORS)], "dash": DASHES[(index // len(COLORS)) % len(DASHES)],
+    }  # fmt: skip
+
+
+def metric_names(run: Run) -> list[str]:
+    """The distinct metric names of a run, one index probe each (a skip scan of metric_curve): a DISTINCT
+    would read every point of the run."""
+    table = MetricPoint._meta.db_table
+    sql = (
+        f"WITH RECURSIVE names(name) AS (SELECT MIN(name) FROM {table} WHERE run_id = %s UNION ALL "
+        f"SELECT (SELECT MIN(name) FROM {table} WHERE run_id = %s AND name > names.name) FROM names "
+        "WHERE names.name IS NOT NULL) SELECT name FROM names WHERE name IS NOT NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run.pk, run.pk])
+        return [name for (name,) in cursor.fetchall()]
+
+
+def default_metrics(names: list[str], runs: list[Run]) -> list[str]:
+    """Validation accuracy (every val/acc/mean@k), reward, response length and entropy, where present;
+    before the runs logged anything, those they will log (their charts fill in live)."""
+    if not names:
+        ks = sorted(
+            {
+                (r.config.get("validation") or {}).get("n_samples", 4)
+                for r in runs
+                if isinstance(r.config, dict)
+            }
+        )
+        return [*(f"val/acc/mean@{k}" for k in ks), *DEFAULT_METRICS]
+    val = sorted(n for n in names if n.startswith("val/acc/mean@"))
+    chosen = [n for n in [*val, *DEFAULT_METRICS] if n in names]
+    return chosen or names[:4]
+
+
+def curves(runs: list[Run], names: list[str], *, with_tokens: bool) -> dict[str, Any]:
+    """{"metrics": {name: {run id: {"steps", "values"}}}, "clock": {run id: {"steps", "wall"}}, and with
+    ``with_tokens`` "tokens": {run id: {"steps", "cum"}}}. Per run: one read of the whole metric set
+    (series.metric_series, the covering index), one of its wall times and one of its token counts."""
+    out: dict[str, Any] = {"metrics": {n: {} for n in names}, "clock": {}}
+    if with_tokens:
+        out["tokens"] = {}
+    for run in runs:
+        series = metric_series(run, names=names, max_points=MAX_POINTS) if names else {}  # no names: all
+        for name, curve in series.items():
+            out["metrics"][name][run.pk] = curve
+        out["clock"][run.pk] = wall_clock(run, series)
+        if with_tokens:
+            out["tokens"][run.pk] = generated_tokens(run)
+    return out
+
+
+def wall_clock(run: Run, series: dict[str, dict[str, list]]) -> dict[str, list]:
+    """Seconds since the run's first point at each step of ``series``. Every metric of a step shares its
+    wall time, so the longest curve's points give nearly all (its rows only, by the metric_curve index);
+    steps it lacks (a validation-only step) are read by the (run, step) index."""
+    needed = sorted(set().union(*(curve["steps"] for curve in series.values()))) if series else []
+    if not needed:
+        return {"steps": [], "wall": []}
+    table = MetricPoint._meta.db_table
+    first = f"(SELECT wall_time FROM {table} WHERE run_id = %s ORDER BY step LIMIT 1)"
+    longest = max(series, key=lambda name: len(series[name]["steps"]))
+    wall: dict[int, float] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT step, wall_time - {first} FROM {table} WHERE run_id = %s AND name = %s",
+            [run.pk, run.pk, longest],
+        )
+        wall.update(cursor.fetchall())
+        missing = [step for step in needed if step not in wall]
+        for i in range(0, len(missing), 500):
+            chunk = missing[i : i + 500]
+            cursor.execute(
+                f"SELECT step, MIN(wall_time) - {first} FROM {table} WHERE run_id = %s "
+                f"AND step IN ({', '.join(['%s'] * len(chunk))}) GROUP BY step",
+                [run.pk, run.pk, *chunk],
+            )
+            wall.update(cursor.fetchall())
+    seconds = [wall.get(step) for step in needed]
+    return {"steps": needed, "wall": [None if w is None else round(w, 3) for w in seconds]}
+
+
+def generated_tokens(run: Run) -> dict[str, list]:
+    """Cumulative generated tokens at each training step (see TOKEN_METRICS)."""
+    series = metric_series(run, names=list(TOKEN_METRICS))
+    if any(name not in series for name in TOKEN_METRICS):
+        return {"steps": [], "cum": []}
+    group_size = (run.config.get("rollout") or {}).get("n", 1) if isinstance(run.config, dict) else 1
+    lengths = dict(zip(*series[TOKEN_METRICS[0]].values(), strict=True))
+    prompts = dict(zip(*series[TOKEN_METRICS[1]].values(), strict=True))
+    steps, cum, total = [], [], 0.0
+    for step in sorted(lengths.keys() & prompts.keys()):
+        total += (lengths[step] or 0.0) * (prompts[step] or 0.0) * group_size
+        steps.append(step)
+        cum.append(round(total))
+    return {"steps": steps, "cum": cum}
+
+
+def diff_rows(runs: list[Run]) -> list[dict[str, Any]]:
+    """The config keys whose values differ between the runs, each with every run's value as text."""
+    try:
+        diff = config_diff([RunConfig.from_dict(run.config) for run in runs])
+    except ConfigError:  # a config stored by an older version: compare what was stored
+        flats = [flatten(run.config) for run in runs]
+        keys = sorted(set().union(*flats))
+        diff = {k: [f.get(k) for f in flats] for k in keys if len({json.dumps(f.get(k)) for f in flats}) > 1}
+    return [
+        {"key": key, "cells": [{"text": _text(v), "same": _text(v) == _text(values[0])} for v in values]}
+        for key, values in diff.items()
+    ]
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _chosen(raw: str | None, names: list[str], runs: list[Run]) -> list[str]:
+    if raw is None:
+        return default_metrics(names, runs)
+    wanted = [n.strip() for n in raw.replace("\x00", "").split(",") if n.strip()]
+    return list(dict.fromkeys(wanted))[:MAX_METRICS]
+
+
+def _query(request: HttpRequest) -> dict[str, str]:
+    """The part of the query that names the runs, for the page's links."""
+    return {k: request.GET[k] for k in ("ids", "group") if k in request.GET}
+
+
+# ---- views -------------------------------------------------------------------------------------------
+
+
+@require_GET
+@_guarded(html=True)
+def compare_page(request: HttpRequest) -> HttpResponse:
+    runs = resolve_runs(request)
+    names = sorted(set().union(*(metric_names(run) for run in runs)))
+    chosen = _chosen(request.GET.get("metrics"), names, runs)  # a name not logged yet: a chart that waits
+    data = {
+        "runs": [run_info(run, i) for i, run in enumerate(runs)],
+        "names": names,
+        "chosen": chosen,
+        "curves": curves(runs, chosen, with_tokens=True),
+        "query": _query(request),
+        "token_metrics": list(TOKEN_METRICS),
+    }
+    context = {"runs": data["runs"], "diff": diff_rows(runs), "data_json": script_json(data),
+               "n_names": len(names), "group": request.GET.get("group"), "query": urlencode(_query(request)),
+               "n_settings": len(flatten(runs[0].config))}  # fmt: skip
+    return render(request, "runs/compare.html", context)
+
+
+def script_json(data: Any) -> str:
+    """JSON safe inside <script> with json_script's escapes (<, >, & as \\u escapes), made by str.replace:
+    json_script's str.translate takes a tenth of a second on the megabyte of curves of a big comparison."""
+    text = json.dumps(data, separators=(",", ":"))
+    return mark_safe(text.replace("&", "\\u0026").replace("<", "\\u003C").replace(">", "\\u003E"))
+
+
+@require_GET
+@_guarded(html=False)
+def compare_data(request: HttpRequest) -> HttpResponse:
+    """Curves of ``metrics`` for every run in one answer, with the runs' progress (a page polls it while
+    runs train); ``tokens=1`` adds the generated-token counts, ``names=1`` every metric name logged."""
+    runs = resolve_runs(request)
+    names = _chosen(request.GET.get("metrics", ""), [], runs)
+    if not names:
+        raise CompareError(400, "metrics is empty: name the metrics, e.g. ?metrics=critic/score/mean.")
+    body = curves(runs, names, with_tokens=request.GET.get("tokens") == "1")
+    body["runs"] = [
+        {"id": r.pk, "status": r.status, "step": r.step, "total_steps": r.total_steps} for r in runs
+    ]
+    if request.GET.get("names") == "1":
+        body["names"] = sorted(set().union(*(metric_names(run) for run in runs)))
+    return JsonResponse(body)
+
+
+@require_GET
+@_guarded(html=False)
+def compare_validation(request: HttpRequest) -> HttpResponse:
+    """Validation steps of these runs; at ``step`` (default: the latest they share) the problems, and
+    for ``problem`` (default: the first) each run's samples of it."""
+    runs = resolve_runs(request)
+    per_run = [set(val_steps(run)) for run in runs]
+    steps = sorted(set().union(*per_run))
+    shared = sorted(set.intersection(*per_run)) if per_run else []
+    step = _int_param(request, "step", default=(shared or steps or [None])[-1])
+    samples = Sample.objects.filter(run__in=runs, split="val", step=step)
+    problems = sorted(set(samples.values_list("problem_index", flat=True)))
+    problem = _int_param(request, "problem", default=problems[0] if problems else None)
+    rows = list(samples.filter(problem_index=problem).order_by("run_id", "sample_index")) if problems else []
+    first = rows[0] if rows else None
+    return JsonResponse({
+        "steps": steps, "step": step, "problems": problems, "problem": problem,
+        "prompt": first.prompt if first else "", "ground_truth": first.ground_truth if first else "",
+        "samples": {run.pk: [s.summary(SAMPLE_CHARS) for s in rows if s.run_id == run.pk] for run in runs},
+    })  # fmt: skip
+
+
+def val_steps(run: Run) -> list[int]:
+    """Steps with validation samples: a skip scan of the sample index (run, split, step, sample_index)."""
+    table = Sample._meta.db_table
+    where = "run_id = %s AND split = 'val'"
+    sql = (
+        f"WITH RECURSIVE s(step) AS (SELECT MIN(step) FROM {table} WHERE {where} UNION ALL "
+        f"SELECT (SELECT MIN(step) FROM {table} WHERE {where} AND step > s.step) FROM s "
+        "WHERE s.step IS NOT NULL) SELECT step FROM s WHERE step IS NOT NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run.pk, run.pk])
+        return [step for (step,) in cursor.fetchall()]
+
+
+def _int_param(request: HttpRequest, name: str, default: int | None) -> int | None:
+    raw = request.GET.get(name, "")
+    if raw == "":
+        return default
+    if not re.fullmatch(r"-?[0-9]{1,10}", raw) or not -(2**31) <= int(raw) < 2**31:
+        raise CompareError(400, f"{name} must be an integer, got {raw[:40]!r}.")
+    return int(raw)
+
+
+@require_GET
+def compare_groups(request: HttpRequest) -> HttpResponse:
+    """The user's run groups, newest first, with their runs' ids (the runs list links each to compare)."""
+    runs = Run.objects.visible_to(request.user).exclude(group="")
+    groups = list(
+        runs.values("group").annotate(n=Count("id"), newest=Max("created_at")).order_by("-newest")[:50]
+    )
+    members: dict[str, list[int]] = {}
+    for pk, group in runs.filter(group__in=[g["group"] for g in groups]).values_list("pk", "group"):
+        members.setdefault(group, []).append(pk)
+    url = reverse("runs:compare")
+    return JsonResponse({"groups": [
+        {"name": g["group"], "runs": g["n"], "ids": sorted(members.get(g["group"], [])),
+         "url": f"{url}?{urlencode({'group': g['group']})}"} for g in groups
+    ]})  # fmt: skip
+
+
+# ---- CSV ---------------------------------------------------------------------------------------------
+
+CSV_HEADER = ["run_id", "run_name", "step", "wall_time", "metric", "value"]
+CSV_CHUNK = 5000
+
+
+@require_GET
+@_guarded(html=True)
+def compare_csv(request: HttpRequest) -> HttpResponse:
+    runs = resolve_runs(request)
+    label = "-".join(str(r.pk) for r in runs) if "ids" in request.GET else f"group-{runs[0].group}"
+    return _csv_response(runs, _chosen(request.GET.get("metrics", ""), [], runs), f"compare-{label}")
+
+
+@require_GET
+def run_metrics_csv(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _run_for(request, run_id)
+    names = _chosen(request.GET.get("metrics", ""), [], [run])
+    return _csv_response([run], names, f"run-{run.pk}")
+
+
+def _csv_response(runs: list[Run], names: list[str], stem: str) -> StreamingHttpResponse:
+    """Streamed in chunks, each a short keyset query in (name, step) order, so a run of millions of points
+    neither holds a cursor open nor sits in memory."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:120]
+    response = StreamingHttpResponse(_csv_chunks(runs, names), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{safe}-metrics.csv"'
+    return response
+
+
+async def _csv_chunks(runs: list[Run], names: list[str]) -> AsyncIterator[str]:
+    yield _csv_lines([CSV_HEADER])
+    for run in runs:
+        after: tuple[str, int] = ("", -(2**31))
+        while rows := await sync_to_async(_csv_chunk)(run.pk, names, after):
+            yield _csv_lines(
+                [run.pk, run.name, step, _num(wall), name, _num(value)] for name, step, wall, value in rows
+            )
+            after = (rows[-1][0], rows[-1][1])
+
+
+def _csv_chunk(run_id: int, names: list[str], after: tuple[str, int]) -> list[tuple]:
+    table = MetricPoint._meta.db_table
+    only = f" AND name IN ({', '.join(['%s'] * len(names))})" if names else ""
+    sql = (
+        f"SELECT name, step, wall_time, value FROM {table} WHERE run_id = %s AND (name, step) > (%s, %s)"
+        f"{only} ORDER BY name, step LIMIT {CSV_CHUNK}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run_id, *after, *names])
+        return cursor.fetchall()
+
+
+def _csv_lines(rows: Any) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    return buffer.getvalue()
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else repr(value)
+
+
+# ---- the ablation ladder -------------------------------------------------------------------------------
+
+LADDER_SEP = " · "
+
+
+@require_POST
+def launch_ladder(request: HttpRequest) -> HttpResponse:
+    """The six rungs of dapo.presets.ablation_ladder on the form's config, queued as one group in one
+    transaction (all or none), then their comparison. Errors come back on the form, like a single run's."""
+    values, errors = forms.parse_post(request.POST)
+    name = request.POST.get("name", "").strip()
+    base, config_errors = (None, {}) if errors else build_config(config=forms.unflatten(values))
+    errors = {**validate_name(name), **errors, **config_errors}
+    rungs: list[tuple[str, RunConfig]] = []
+    if base is not None and not errors:
+        rungs, errors = _rungs(base, name)
+    if errors:
+        messages.error(request, "The ablation ladder was not queued: fix the fields marked below.")
+        preset = request.POST.get("preset", "")
+        return _render_new(request, values, errors, preset=preset, name=name, parent=None, status=400)
+    picks = {
+        "base_model": BaseModel.objects.filter(pk=_int(request.POST.get("base_model"))).first(),
+        "dataset": Dataset.objects.filter(pk=_int(request.POST.get("dataset"))).first(),
+    }
+    group = _free_group(request.user, name)
+    with transaction.atomic():
+        for rung, config in rungs:
+            Run.create_queued(owner=request.user, name=f"{name}{LADDER_SEP}{rung}", config=config,
+                              preset=rung, group=group, **picks)  # fmt: skip
+    return redirect(f"{reverse('runs:compare')}?{urlencode({'group': group})}")
+
+
+def _rungs(base: RunConfig, name: str) -> tuple[list[tuple[str, RunConfig]], dict[str, str]]:
+    try:
+        rungs = ablation_ladder(base)
+    except ConfigError as e:
+        return [], {
+            k: f"{m} (in a rung of the ablation ladder, which changes this field)"
+            for k, m in e.errors.items()
+        }
+    longest = max(len(LADDER_SEP + rung) for rung, _ in rungs)
+    if len(name) + longest > 200:
+        return [], {"name": f"is too long for the ladder's run names ({200 - longest} characters at most)"}
+    return rungs, {}
+
+
+def _free_group(user: Any, name: str) -> str:
+    """``name``, or ``name (2)``, ``name (3)``...: a ladder never joins an older group of the same name."""
+    taken = set(Run.objects.filter(owner=user, group__startswith=name).values_list("group", flat=True))
+    group, k = name, 1
+    while group in taken:
+        k += 1
+        group = f"{name} ({k})"
+    return group
