@@ -4,6 +4,9 @@
   "use strict";
   const $ = (id) => document.getElementById(id);
   const POLL_MS = 3000;
+  const selected = new Set(); // run ids ticked for comparison (kept across refreshes)
+  const groupOf = new Map(); // run id -> {name, url} of its run group
+  let shown = [];
 
   function fmt(v, digits) {
     return v === null || v === undefined ? "–" : Number(v).toFixed(digits);
@@ -56,15 +59,66 @@
     label.className = "small muted";
     label.textContent = `${r.step} / ${r.total_steps}`;
     prog.append(bar, label);
+    if (groupOf.has(r.id)) {
+      const g = groupOf.get(r.id), chip = document.createElement("a");
+      chip.className = "group-chip"; chip.href = g.url; chip.title = "Compare the runs of this group";
+      chip.textContent = `${g.name} · compare`;
+      sub.append(" ", chip);
+    }
+    const tick = document.createElement("input");
+    tick.type = "checkbox"; tick.className = "select-run"; tick.value = r.id; tick.checked = selected.has(r.id);
+    tick.setAttribute("aria-label", `Select ${r.name} for comparison`);
     const k = r.key_metrics;
-    tr.append(td(name), td(badge), td(prog), td(fmt(k.reward, 3), "num"), td(fmt(k.train_acc, 3), "num"),
+    tr.append(td(tick, "select-cell"), td(name), td(badge), td(prog), td(fmt(k.reward, 3), "num"), td(fmt(k.train_acc, 3), "num"),
       td(fmt(k.val_acc, 3), "num"), td(fmt(k.entropy, 3), "num"), td(sparkline(r.sparkline)),
       td(new Date(r.created_at).toLocaleString(), "small"));
     return tr;
   }
   function render(rows) {
+    shown = rows;
     $("runs-body").replaceChildren(...rows.map(row));
     $("runs-empty").hidden = rows.length > 0;
+    renderSelection();
+  }
+  function renderSelection() {
+    const button = $("compare-selected");
+    button.disabled = selected.size < 2;
+    button.textContent = selected.size ? `Compare selected (${selected.size})` : "Compare selected";
+    $("select-all").checked = shown.length > 0 && shown.every((r) => selected.has(r.id));
+  }
+  $("runs-body").addEventListener("change", (e) => {
+    if (!e.target.classList.contains("select-run")) return;
+    const id = Number(e.target.value);
+    if (e.target.checked) selected.add(id); else selected.delete(id);
+    renderSelection();
+  });
+  $("select-all").addEventListener("change", (e) => {
+    for (const r of shown) { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); }
+    render(shown);
+  });
+  $("compare-selected").addEventListener("click", () => {
+    const ids = shown.map((r) => r.id).filter((id) => selected.has(id)); // in the list's order
+    for (const id of selected) if (!ids.includes(id)) ids.push(id); // ticked, then filtered out of view
+    location.href = `/runs/compare/?ids=${ids.join(",")}`;
+  });
+  // Run groups (an ablation ladder, a sweep): a "compare" link for each, and a chip on each member's row.
+  async function loadGroups() {
+    try {
+      const resp = await fetch("/runs/compare/groups/", { headers: { Accept: "application/json" } });
+      if (!resp.ok) return;
+      const groups = (await resp.json()).groups;
+      for (const g of groups) for (const id of g.ids) groupOf.set(id, g);
+      const strip = $("group-strip");
+      strip.replaceChildren(Object.assign(document.createElement("span"), { className: "muted", textContent: "Groups:" }),
+        ...groups.map((g) => {
+          const a = document.createElement("a");
+          a.className = "group-chip"; a.href = g.url;
+          a.textContent = `${g.name} · ${g.runs} runs · compare`;
+          return a;
+        }));
+      strip.hidden = !groups.length;
+      render(shown);
+    } catch (err) { /* the list works without its groups */ }
   }
   async function poll() {
     if (document.hidden) return;
@@ -80,6 +134,7 @@
   }
   $("filter-status").addEventListener("change", () => $("filters").submit());
   render(JSON.parse($("runs-data").textContent));
+  loadGroups();
   $("live-indicator").dataset.state = "live";
   setInterval(poll, POLL_MS);
   document.addEventListener("visibilitychange", poll);
