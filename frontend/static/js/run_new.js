@@ -35,7 +35,11 @@
       setField("data.val_path", opt.dataset.val || "");
     }
   });
-  form.addEventListener("submit", () => { document.getElementById("launch").disabled = true; });
+  form.addEventListener("submit", () => {
+    document.getElementById("launch").disabled = true;
+    const ladder = document.getElementById("launch-ladder"); // the ablation ladder posts this form too
+    if (ladder) ladder.disabled = true;
+  });
   showHelp();
   const firstError = form.querySelector(".has-error input, .has-error select");
   if (firstError) firstError.focus();
