@@ -123,7 +123,9 @@
     if (bound.length > 1) layout.height = 230;
     chart.dtick = stepTick();
     layout.xaxis = { ...LAYOUT.xaxis, dtick: chart.dtick };
-    Plotly.react(chart.el, bound.map((t) => traceOf(t, chart)), layout, PLOT_CONFIG);
+    const filename = `run-${runId}-${chart.title}`.replace(/[^A-Za-z0-9_.@-]+/g, "_"); // the camera button's PNG
+    const config = { ...PLOT_CONFIG, toImageButtonOptions: { format: "png", filename, scale: 2 } };
+    Plotly.react(chart.el, bound.map((t) => traceOf(t, chart)), layout, config);
     chart.plotted = true;
     chart.stale = false;
   }
