@@ -148,6 +148,20 @@ def test_two_real_runs_compared_side_by_side(live_stack, demo, alice, chromium_p
             assert smoothed[i]["y"] == pytest.approx(ema(raw[i], 0.9))
             assert smoothed[i]["y"] != pytest.approx(raw[i])
         assert "smooth=0.9" in page.url  # the comparison is a link
+
+        # 2b. grouped (both runs have no group: one group of two): a min..max band around the mean line
+        page.select_option("#group-by", "group")
+        band = page.evaluate(
+            "(m) => document.querySelector(`.chart[data-metric='${m}']`).data.map((t) => [t.meta.kind, t.y])",
+            metric,
+        )
+        assert [kind for kind, _ in band] == ["band", "band", "line"]
+        curves = [ema(raw[i], 0.9) for i in ids]
+        assert band[0][1] == pytest.approx([min(v) for v in zip(*curves, strict=True)])
+        assert band[1][1] == pytest.approx([max(v) for v in zip(*curves, strict=True)])
+        assert band[2][1] == pytest.approx([sum(v) / 2 for v in zip(*curves, strict=True)])
+        page.screenshot(path=str(ARTIFACTS / "compare-2b-band.png"))
+        page.select_option("#group-by", "none")
         page.screenshot(path=str(ARTIFACTS / "compare-2-charts.png"), full_page=True)
 
         # 3. the config diff shows exactly the keys that differ

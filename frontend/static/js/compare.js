@@ -309,7 +309,8 @@
   function renderHelp() {
     const noTokens = runs.filter((r) => !(tokens[r.id] && tokens[r.id].steps.length)).map((r) => `#${r.id}`);
     const extra = state.x === "tokens" && noTokens.length ? ` Not logged by ${noTokens.join(", ")}.` : "";
-    const smooth = state.smoothing > 0 ? " Faint lines: the raw values." : "";
+    const alone = state.by === "none" ? "" : " of a run alone in its group";
+    const smooth = state.smoothing > 0 ? ` Faint lines: the raw values${alone}.` : "";
     $("controls-help").textContent = `${HELP[state.x]}${extra} ${HELP[state.by]}${smooth}`.trim();
     $("smoothing-value").textContent = state.smoothing.toFixed(2);
   }
