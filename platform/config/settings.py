@@ -192,6 +192,9 @@ CONTENT_SECURITY_POLICY = env_str(
 )
 """Sent on every response (runs.account). The pages load scripts only from our static files, never inline;
 styles allow 'unsafe-inline' for plotly.js's injected <style> and style="" attributes. Empty: no header."""
+CONTENT_SECURITY_POLICY_REPORT_ONLY = env_bool("DJANGO_CSP_REPORT_ONLY", DEBUG)
+"""While debugging the browser only reports violations (in its console): browser-test tools evaluate strings
+in the page, which script-src 'self' forbids. Enforced otherwise."""
 
 # ---- static files -----------------------------------------------------------------------------------
 

@@ -43,14 +43,18 @@ def _token_of(user: Any) -> Token | None:
 
 def _with_csp(response: HttpResponse) -> HttpResponse:
     policy = settings.CONTENT_SECURITY_POLICY
-    if policy and "Content-Security-Policy" not in response:
-        response["Content-Security-Policy"] = policy
+    header = "Content-Security-Policy" + (
+        "-Report-Only" if settings.CONTENT_SECURITY_POLICY_REPORT_ONLY else ""
+    )
+    if policy and header not in response:
+        response[header] = policy
     return response
 
 
 @sync_and_async_middleware
 def content_security_policy(get_response: Callable[[HttpRequest], Any]) -> Callable[[HttpRequest], Any]:
-    """Adds ``settings.CONTENT_SECURITY_POLICY`` (empty: none) to responses that do not set their own."""
+    """Adds ``settings.CONTENT_SECURITY_POLICY`` (empty: none) to responses that do not set their own, as
+    Content-Security-Policy-Report-Only when ``CONTENT_SECURITY_POLICY_REPORT_ONLY``."""
     if iscoroutinefunction(get_response):
 
         async def middleware(request: HttpRequest) -> HttpResponse:

@@ -1,7 +1,10 @@
 """The websocket of a run (``/ws/runs/<id>/``): checks access, sends a snapshot, relays live events.
 
 Close codes: 4001 not logged in, 4004 no such run for this user (another user's run looks missing),
-1009 a message over MAX_FRAME_CHARS, 4029 a client that kept sending faster than the rate limit.
+4013 a message over MAX_FRAME_CHARS, 4029 a client that kept sending faster than the rate limit, 4503 the
+channel layer is unavailable (Redis restarting: the page reconnects and catches up from the database).
+A server may only send 1000 or 3000-4999 (daphne's autobahn refuses RFC 6455's 1009 and 1012); 40xx and
+4503 mirror the HTTP statuses.
 A client that reconnects passes ``?after=<last step it has>`` (or sends ``{"type": "catchup",
 "after_step": N}``) and receives only what it missed. Catch-ups closer together than
 CATCHUP_MIN_INTERVAL_S are merged into one, sent at the end of the interval (never dropped: a client
@@ -21,6 +24,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from redis.exceptions import RedisError
 
 from runs.events import group_name
 from runs.models import Run
@@ -30,8 +34,9 @@ log = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4001
 CLOSE_NOT_FOUND = 4004
-CLOSE_TOO_BIG = 1009  # RFC 6455: message too big to process
+CLOSE_TOO_BIG = 4013  # as HTTP 413
 CLOSE_FLOODING = 4029  # as HTTP 429
+CLOSE_UNAVAILABLE = 4503  # as HTTP 503: the client should reconnect
 MAX_MESSAGE_CHARS = 4096
 """Longer messages are ignored (a real client sends ~50 characters)."""
 MAX_FRAME_CHARS = 65536
@@ -48,6 +53,15 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
     pending_after: int | None = None
     catchup_task: asyncio.Task | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Redis lost (a restart) while connecting or listening: close with 4503, not an application crash."""
+        try:
+            await super().__call__(scope, receive, send)
+        except (RedisError, OSError) as e:
+            log.warning("run websocket: the channel layer is unavailable (%r); closing with 4503", e)
+            with contextlib.suppress(Exception):
+                await send({"type": "websocket.close", "code": CLOSE_UNAVAILABLE})
 
     async def connect(self) -> None:
         await self.accept()  # accept first so the browser sees our close code (a refusal is only 403/1006)

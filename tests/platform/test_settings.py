@@ -76,7 +76,7 @@ PRODUCTION = {
 
 SECURITY_NAMES = ["SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS",
                   "SECURE_PROXY_SSL_HEADER", "X_FRAME_OPTIONS", "SECURE_CONTENT_TYPE_NOSNIFF",
-                  "CONTENT_SECURITY_POLICY"]  # fmt: skip
+                  "CONTENT_SECURITY_POLICY", "CONTENT_SECURITY_POLICY_REPORT_ONLY"]  # fmt: skip
 
 
 def _clean_env(tmp_path: Path, **env: str) -> dict[str, str]:
@@ -104,6 +104,7 @@ def test_outside_debug_cookies_are_secure_and_the_headers_are_strict(tmp_path):
     csp = s["CONTENT_SECURITY_POLICY"]
     for directive in ("frame-ancestors 'none'", "object-src 'none'", "base-uri 'self'", "script-src 'self';"):
         assert directive in csp
+    assert s["CONTENT_SECURITY_POLICY_REPORT_ONLY"] is False  # enforced
     # plain HTTP stays usable (the compose stack): no redirect, no HSTS, no trusted proxy header
     assert not s["SECURE_SSL_REDIRECT"] and s["SECURE_HSTS_SECONDS"] == 0
     assert s["SECURE_PROXY_SSL_HEADER"] is None
@@ -118,6 +119,7 @@ def test_https_switches_turn_on_redirect_hsts_and_the_proxy_header(tmp_path):
 def test_debug_keeps_cookies_usable_over_http(tmp_path):
     s = _security_settings(tmp_path, DJANGO_DEBUG="true")
     assert not s["SESSION_COOKIE_SECURE"] and s["SECURE_HSTS_SECONDS"] == 0
+    assert s["CONTENT_SECURITY_POLICY_REPORT_ONLY"] is True  # browser-test tools evaluate strings in pages
 
 
 def test_a_malformed_security_switch_stops_the_start(tmp_path):

@@ -8,7 +8,9 @@ import json
 from typing import Any
 
 import pytest
+from channels.layers import InMemoryChannelLayer
 from channels.testing import WebsocketCommunicator
+from redis.exceptions import ConnectionError as RedisConnectionError
 from runs import consumers
 
 from tests.platform.support import report
@@ -131,5 +133,24 @@ def test_a_steady_client_within_the_rate_is_never_cut_off(alice, alice_run, monk
             await comm.send_to(text_data=catchup(-1))
             assert (await comm.receive_json_from(3))["type"] == "catchup"
         await comm.disconnect()
+
+    run(body)
+
+
+class RedisAwayLayer(InMemoryChannelLayer):
+    """A channel layer whose Redis is restarting: joining a group fails as channels_redis fails then."""
+
+    async def group_add(self, group: str, channel: str) -> None:
+        raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+
+def test_a_lost_channel_layer_closes_with_4503_instead_of_crashing(alice, alice_run, settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": f"{__name__}.RedisAwayLayer"}}
+    comm = ws(f"/ws/runs/{alice_run.pk}/", alice)
+
+    async def body() -> None:
+        await comm.connect(timeout=5)
+        assert await _closed_code(comm) == consumers.CLOSE_UNAVAILABLE  # the page reconnects on it
+        await comm.wait(3)  # the application ended without an exception
 
     run(body)

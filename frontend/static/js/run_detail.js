@@ -308,18 +308,23 @@
 
   // ---- websocket ---------------------------------------------------------------------------------
 
-  let backoff = 500, socket = null, stopped = false;
+  // A dropped connection (daphne or Redis restarting: the server closes the socket) shows "reconnecting…"
+  // and retries after a delay that doubles from 0.5 s to 5 s, jittered so that many open pages do not all
+  // come back at once. The delay resets only when a snapshot arrives: the server accepts a socket before it
+  // checks anything, so an open socket may still be closed at once (Redis still away). Each retry asks for
+  // ?after=<last step>; the snapshot brings what was missed, from the database.
+  const BACKOFF_MIN_MS = 500, BACKOFF_MAX_MS = 5000;
+  let backoff = BACKOFF_MIN_MS, socket = null;
   function setLive(text, cls) { const el = $("live-indicator"); el.textContent = text; el.dataset.state = cls; }
   function connect() {
     const proto = location.protocol === "https:" ? "wss" : "ws";
     socket = new WebSocket(`${proto}://${location.host}/ws/runs/${runId}/?after=${lastStep}`);
-    socket.onopen = () => { backoff = 500; setLive("live", "live"); };
     socket.onmessage = (e) => onEvent(JSON.parse(e.data));
     socket.onclose = (e) => {
-      if (e.code === 4001 || e.code === 4004) { stopped = true; setLive("no access", "off"); return; }
-      setLive("reconnecting", "wait");
-      setTimeout(connect, backoff);
-      backoff = Math.min(backoff * 2, 10000);
+      if (e.code === 4001 || e.code === 4004) { setLive("no access", "off"); return; }
+      setLive("reconnecting…", "wait");
+      setTimeout(connect, backoff * (0.75 + Math.random() / 2));
+      backoff = Math.min(backoff * 2, BACKOFF_MAX_MS);
     };
   }
   function onEvent(ev) {
@@ -337,6 +342,7 @@
       lastStep = Math.max(lastStep, ev.step);
       renderRun(ev.run);
     } else if (ev.type === "snapshot" || ev.type === "catchup") {
+      if (ev.type === "snapshot") { backoff = BACKOFF_MIN_MS; setLive("live", "live"); }
       apply(ev.metrics, ev.samples);
       renderRun(ev.run);
     } else if (ev.type === "status") {
