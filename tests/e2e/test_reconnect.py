@@ -32,7 +32,7 @@ pytestmark = [
     pytest.mark.timeout(300),
     pytest.mark.django_db(transaction=True),
 ]
-STEPS, KILL_AT, INTERVAL_S, OUTAGE_S = 14, 4, 0.4, 3.0
+KILL_AT, INTERVAL_S, OUTAGE_S, AFTER, MAX_STEPS = 4, 0.4, 3.0, 3, 200
 REWARD_STEPS = (
     "(() => { const c = document.querySelector('.chart[data-title=\"Reward\"]');"
     " return c && c.data && c.data[0] ? c.data[0].x : []; })()"
@@ -78,7 +78,7 @@ def watched_run(alice: Any, settings: Any, tmp_path: Path) -> Iterator[dict[str,
     run = Run.objects.create(owner=alice, name="watched", config=get_preset("tiny_cpu").to_dict())
     assert run.claim("reconnect-test-worker")
     sink = PlatformSink(run, "reconnect-test-worker")
-    sink.on_start(RunInfo(run_dir=str(tmp_path), total_steps=STEPS, start_step=1, config={}))
+    sink.on_start(RunInfo(run_dir=str(tmp_path), total_steps=MAX_STEPS, start_step=1, config={}))
     # the CSP enforced, as in production: a page script that breaks it would fail this test
     env = stack.environment(
         tmp_path / "var", REDIS_URL=url, DJANGO_ALLOWED_HOSTS="127.0.0.1", DJANGO_CSP_REPORT_ONLY="false"
@@ -106,15 +106,27 @@ def poll(page: Any, expression: str, timeout: float, what: str) -> Any:
     return stack.wait_for(lambda: page.evaluate(expression), timeout, what, interval=0.1)
 
 
-def _feed(sink: Any, done: threading.Event) -> None:
-    """The worker: a step every INTERVAL_S, whatever Redis does (a failed publish never raises)."""
-    try:
-        for step in range(1, STEPS + 1):
-            sink.on_step(report(step))
-            time.sleep(INTERVAL_S)
-    finally:
-        connections.close_all()
-        done.set()
+class Worker(threading.Thread):
+    """Plays the worker: a step every INTERVAL_S through the sink, whatever Redis does (a failed publish
+    never raises), until told to finish; then AFTER more steps, which must reach the page live."""
+
+    def __init__(self, sink: Any) -> None:
+        super().__init__()
+        self.sink, self.finish, self.steps = sink, threading.Event(), 0
+
+    def run(self) -> None:
+        try:
+            while not self.finish.is_set() and self.steps < MAX_STEPS:
+                self.step()
+            for _ in range(AFTER):
+                self.step()
+        finally:
+            connections.close_all()  # this thread's connection, so the test database can be dropped
+
+    def step(self) -> None:
+        self.steps += 1
+        self.sink.on_step(report(self.steps))
+        time.sleep(INTERVAL_S)
 
 
 def test_the_run_page_reconnects_and_catches_up_after_redis_restarts(watched_run, chromium_path):
@@ -122,8 +134,7 @@ def test_the_run_page_reconnects_and_catches_up_after_redis_restarts(watched_run
     from runs.models import MetricPoint
 
     base, run = watched_run["base"], watched_run["run"]
-    done = threading.Event()
-    feeder = threading.Thread(target=_feed, args=(watched_run["sink"], done))
+    worker = Worker(watched_run["sink"])
     with sync_playwright() as p:  # no ORM call in here (Playwright's greenlets)
         browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         page = browser.new_page()
@@ -138,7 +149,7 @@ def test_the_run_page_reconnects_and_catches_up_after_redis_restarts(watched_run
         poll(page, "document.getElementById('live-indicator').dataset.state === 'live'", 30, "a live page")
         page.evaluate(WATCH_INDICATOR)
         page.evaluate("window.__noReload = true")
-        feeder.start()
+        worker.start()
 
         # 1. steps arrive live; then Redis dies: the page says so, visibly
         poll(page, f"{REWARD_STEPS}.length >= {KILL_AT}", 30, f"step {KILL_AT} on the chart")
@@ -149,18 +160,23 @@ def test_the_run_page_reconnects_and_catches_up_after_redis_restarts(watched_run
 
         # 2. Redis is back (empty): the page reconnects and catches up from the database
         watched_run["restart"]()
-        done.wait(STEPS * INTERVAL_S + 30)
-        poll(page, f"{REWARD_STEPS}.length >= {STEPS}", 60, "every step on the chart")
+        poll(page, "document.getElementById('live-indicator').dataset.state === 'live'", 30, "reconnected")
+        worker.finish.set()  # AFTER more steps, then the worker stops
+        worker.join(30)
+        poll(page, f"{REWARD_STEPS}.length >= {worker.steps}", 30, "every step on the chart")
         chart_steps = page.evaluate(REWARD_STEPS)
+        live_steps = page.evaluate("Object.keys(window.__dapoReceived).map(Number)")
         states = page.evaluate("window.__liveStates")
         final_state = page.evaluate("document.getElementById('live-indicator').dataset.state")
         assert page.evaluate("window.__noReload") is True  # caught up in place, not by a reload
         browser.close()
-    feeder.join(10)
 
     stored = list(MetricPoint.objects.filter(run=run, name="critic/score/mean").order_by("step")
                   .values_list("step", flat=True))  # fmt: skip
-    assert stored == list(range(1, STEPS + 1)), "a metric was lost in the database"
+    assert stored == list(range(1, worker.steps + 1)), "a metric was lost in the database"
+    outage_steps = int(OUTAGE_S / INTERVAL_S) - 1
+    assert worker.steps >= KILL_AT + outage_steps + AFTER, "the worker wrote no steps during the outage"
     assert chart_steps == stored, "the chart does not end with every step, in order"
+    assert set(stored[-AFTER:]) <= set(live_steps), "live events stopped after the reconnect"
     assert {"state": "wait", "text": "reconnecting…", "visible": True} in states, states
     assert final_state == "live" and not errors, (final_state, errors)
