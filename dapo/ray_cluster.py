@@ -2,7 +2,8 @@
 
 Where a run goes (design.md, "Where it runs"):
   * ``RAY_ADDRESS`` set   -> join that cluster (``ray.init(address=...)``); its nodes must be able to import
-    ``dapo`` and read ``model.path`` (a shared file system or the same image).
+    ``dapo`` and read ``model.path`` (a shared file system or the same image). A head that does not
+    answer within ``DAPO_RAY_CONNECT_TIMEOUT_S`` (30 s) fails the run with a ConnectionError naming it.
   * ``RAY_ADDRESS`` unset -> start a local Ray for this run, stopped again when the run ends:
       - its temp dir (sockets, logs, object spilling) is ``<DAPO_VAR_DIR or ./var>/ray``, or
         ``/tmp/dapo-ray-<uid>`` when that path is too long for Ray's unix sockets (~107 characters);
@@ -24,6 +25,7 @@ import os
 import secrets
 import socket
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,9 @@ LOCAL_PLACEMENT_TIMEOUT_S = 60.0
 """A local Ray never grows: if the workers do not fit within this time, they never will."""
 CLUSTER_PLACEMENT_TIMEOUT_S = 900.0
 """A cluster may autoscale: wait longer for its nodes."""
+CLUSTER_CONNECT_TIMEOUT_S = float(os.environ.get("DAPO_RAY_CONNECT_TIMEOUT_S") or 30.0)
+"""How long to wait for RAY_ADDRESS's head to accept a connection (a restarting head comes back within it)
+before the run fails with the reason. ray.init alone would wait for minutes with the run "running"."""
 
 
 def var_dir() -> Path:
@@ -100,6 +105,7 @@ def connect() -> RayConnection:
         return RayConnection(ray.get_runtime_context().gcs_address, started_local=False, owns_init=False)
     address = os.environ.get("RAY_ADDRESS", "").strip()
     if address:
+        check_reachable(address)
         ray.init(address=address, logging_level=logging.WARNING)
         return RayConnection(address, started_local=False, owns_init=True)
     ensure_auth_token()
@@ -114,6 +120,28 @@ def connect() -> RayConnection:
     gcs = context.address_info["gcs_address"]  # type: ignore[attr-defined]
     log.info("started a local Ray at %s (temp dir %s)", gcs, temp)
     return RayConnection(gcs, started_local=True, owns_init=True)
+
+
+def check_reachable(address: str, timeout_s: float | None = None) -> None:
+    """Raise ConnectionError naming the address unless its head accepts a TCP connection within the timeout
+    (``auto`` and other forms without a port are left to ray.init)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    timeout_s = CLUSTER_CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=min(5.0, timeout_s) or 1.0):
+                return
+        except OSError as e:
+            if time.monotonic() >= deadline:
+                reason = f"{e.strerror or e}, for {timeout_s:.0f} s"
+                raise ConnectionError(
+                    f"no Ray cluster answers at RAY_ADDRESS={address} ({reason}): start its head, or unset"
+                    " RAY_ADDRESS to run on a local Ray"
+                ) from None
+            time.sleep(1.0)
 
 
 def placement_strategy(requested: str | None = None) -> str:

@@ -241,6 +241,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # one run at a time per worker process
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("DAPO_VISIBILITY_TIMEOUT", 3600)}
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Keep the real stdout/stderr in tasks: ray.init calls faulthandler.enable(), which needs a file descriptor
+# that Celery's logging proxy lacks (a run on the Ray backend failed at once). Output still reaches the log.
+CELERY_WORKER_REDIRECT_STDOUTS = False
 
 # ---- REST API ---------------------------------------------------------------------------------------
 

@@ -84,9 +84,9 @@ def worker_env(var: Path, **extra: str) -> dict[str, str]:
         "DAPO_MODEL_ROOTS": str(var),
         "FAKE_STEP_SECONDS": "0.1",
     }
-    env = stack.environment(var, **{**defaults, **extra})
-    env.pop("RAY_ADDRESS", None)  # a run on the Ray backend starts a local Ray of its own
-    return env
+    env = stack.environment(var, **defaults)
+    env.pop("RAY_ADDRESS", None)  # a run on the Ray backend starts a local Ray of its own, unless extra says
+    return {**env, **extra}
 
 
 def celery_argv(queue: str, name: str) -> list[str]:
@@ -178,7 +178,17 @@ def write_faults(var: Path, faults: dict[int, dict[str, Any]]) -> None:
 
 
 def wait_run(pk: int, predicate: Any, timeout: float, what: str) -> Run:
-    return stack.wait_for(lambda: (r := Run.objects.get(pk=pk)) and predicate(r) and r, timeout, what, 0.05)
+    """The run once ``predicate(run)`` holds; fails at once if the run ends before."""
+
+    def check() -> Run | None:
+        run = Run.objects.get(pk=pk)
+        if predicate(run):
+            return run
+        if run.is_final:
+            raise AssertionError(f"run {pk} ended {run.status} ({run.error}) while waiting for {what}")
+        return None
+
+    return stack.wait_for(check, timeout, what, 0.05)
 
 
 def final(pk: int, timeout: float = 120) -> Run:
