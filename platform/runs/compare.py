@@ -1,45 +1,33 @@
-"""Comparing runs: the compare page and its data, the config diff, one validation problem side by side,
-CSV exports of metrics, and the paper's ablation ladder launched as one run group.
+"""Comparing runs: the compare page and its data, the config diff, and one validation problem side by side.
+The metrics CSV (runs.metrics_csv) picks its runs and metrics here too; the ablation ladder is runs.ladder.
 
 GET  /runs/compare/?ids=1,2,3 | ?group=NAME   the page (curves of the default metrics embedded)
 GET  /runs/compare/data/?ids=...&metrics=a,b   curves of any metric set, every run in one answer
 GET  /runs/compare/validation/?ids=...&step=&problem=   one validation problem's samples in each run
-GET  /runs/compare/metrics.csv?ids=...&metrics=         long CSV: run_id,run_name,step,wall_time,metric,value
 GET  /runs/compare/groups/                     the user's run groups (for the runs list)
-POST /runs/new/ladder/                         the new-run form's config as the base of six ablation runs
-GET  /runs/<id>/metrics.csv                    one run's metrics, same CSV
 """
 
 from __future__ import annotations
 
-import csv
 import functools
 import hashlib
-import io
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
-from asgiref.sync import sync_to_async
-from catalog.models import BaseModel, Dataset
-from django.contrib import messages
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Count, Max
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from django.shortcuts import redirect, render
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from dapo.config import ConfigError, RunConfig, config_diff, flatten
-from dapo.presets import ablation_ladder
-from runs import forms
-from runs.configuring import build_config, validate_name
 from runs.models import MetricPoint, Run, Sample
 from runs.series import metric_series
-from runs.views import _int, _render_new, _run_for
 
 MAX_RUNS = 30
 MAX_METRICS = 40
@@ -365,122 +353,3 @@ def compare_groups(request: HttpRequest) -> HttpResponse:
         {"name": g["group"], "runs": g["n"], "ids": sorted(members.get(g["group"], [])),
          "url": f"{url}?{urlencode({'group': g['group']})}"} for g in groups
     ]})  # fmt: skip
-
-
-# ---- CSV ---------------------------------------------------------------------------------------------
-
-CSV_HEADER = ["run_id", "run_name", "step", "wall_time", "metric", "value"]
-CSV_CHUNK = 5000
-
-
-@require_GET
-@_guarded(html=True)
-def compare_csv(request: HttpRequest) -> HttpResponse:
-    runs = resolve_runs(request)
-    label = "-".join(str(r.pk) for r in runs) if "ids" in request.GET else f"group-{runs[0].group}"
-    return _csv_response(runs, _chosen(request.GET.get("metrics", ""), [], runs), f"compare-{label}")
-
-
-@require_GET
-def run_metrics_csv(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_for(request, run_id)
-    names = _chosen(request.GET.get("metrics", ""), [], [run])
-    return _csv_response([run], names, f"run-{run.pk}")
-
-
-def _csv_response(runs: list[Run], names: list[str], stem: str) -> StreamingHttpResponse:
-    """Streamed in chunks, each a short keyset query in (name, step) order, so a run of millions of points
-    neither holds a cursor open nor sits in memory."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:120]
-    response = StreamingHttpResponse(_csv_chunks(runs, names), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{safe}-metrics.csv"'
-    return response
-
-
-async def _csv_chunks(runs: list[Run], names: list[str]) -> AsyncIterator[str]:
-    yield _csv_lines([CSV_HEADER])
-    for run in runs:
-        after: tuple[str, int] = ("", -(2**31))
-        while rows := await sync_to_async(_csv_chunk)(run.pk, names, after):
-            yield _csv_lines(
-                [run.pk, run.name, step, _num(wall), name, _num(value)] for name, step, wall, value in rows
-            )
-            after = (rows[-1][0], rows[-1][1])
-
-
-def _csv_chunk(run_id: int, names: list[str], after: tuple[str, int]) -> list[tuple]:
-    table = MetricPoint._meta.db_table
-    only = f" AND name IN ({', '.join(['%s'] * len(names))})" if names else ""
-    sql = (
-        f"SELECT name, step, wall_time, value FROM {table} WHERE run_id = %s AND (name, step) > (%s, %s)"
-        f"{only} ORDER BY name, step LIMIT {CSV_CHUNK}"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run_id, *after, *names])
-        return cursor.fetchall()
-
-
-def _csv_lines(rows: Any) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(rows)
-    return buffer.getvalue()
-
-
-def _num(value: float | None) -> str:
-    return "" if value is None else repr(value)
-
-
-# ---- the ablation ladder -------------------------------------------------------------------------------
-
-LADDER_SEP = " · "
-
-
-@require_POST
-def launch_ladder(request: HttpRequest) -> HttpResponse:
-    """The six rungs of dapo.presets.ablation_ladder on the form's config, queued as one group in one
-    transaction (all or none), then their comparison. Errors come back on the form, like a single run's."""
-    values, errors = forms.parse_post(request.POST)
-    name = request.POST.get("name", "").strip()
-    base, config_errors = (None, {}) if errors else build_config(config=forms.unflatten(values))
-    errors = {**validate_name(name), **errors, **config_errors}
-    rungs: list[tuple[str, RunConfig]] = []
-    if base is not None and not errors:
-        rungs, errors = _rungs(base, name)
-    if errors:
-        messages.error(request, "The ablation ladder was not queued: fix the fields marked below.")
-        preset = request.POST.get("preset", "")
-        return _render_new(request, values, errors, preset=preset, name=name, parent=None, status=400)
-    picks = {
-        "base_model": BaseModel.objects.filter(pk=_int(request.POST.get("base_model"))).first(),
-        "dataset": Dataset.objects.filter(pk=_int(request.POST.get("dataset"))).first(),
-    }
-    group = _free_group(request.user, name)
-    with transaction.atomic():
-        for rung, config in rungs:
-            Run.create_queued(owner=request.user, name=f"{name}{LADDER_SEP}{rung}", config=config,
-                              preset=rung, group=group, **picks)  # fmt: skip
-    return redirect(f"{reverse('runs:compare')}?{urlencode({'group': group})}")
-
-
-def _rungs(base: RunConfig, name: str) -> tuple[list[tuple[str, RunConfig]], dict[str, str]]:
-    try:
-        rungs = ablation_ladder(base)
-    except ConfigError as e:
-        return [], {
-            k: f"{m} (in a rung of the ablation ladder, which changes this field)"
-            for k, m in e.errors.items()
-        }
-    longest = max(len(LADDER_SEP + rung) for rung, _ in rungs)
-    if len(name) + longest > 200:
-        return [], {"name": f"is too long for the ladder's run names ({200 - longest} characters at most)"}
-    return rungs, {}
-
-
-def _free_group(user: Any, name: str) -> str:
-    """``name``, or ``name (2)``, ``name (3)``...: a ladder never joins an older group of the same name."""
-    taken = set(Run.objects.filter(owner=user, group__startswith=name).values_list("group", flat=True))
-    group, k = name, 1
-    while group in taken:
-        k += 1
-        group = f"{name} ({k})"
-    return group

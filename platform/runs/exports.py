@@ -16,16 +16,14 @@ import io
 import json
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from runs.models import Run
-
-if TYPE_CHECKING:
-    from runs.inspect import SampleFilter
+from runs.sample_filter import SampleFilter
 
 MAX_ROWS = 100_000
 """Most rows one export holds; a larger selection is refused with a 400 that says how to narrow it."""

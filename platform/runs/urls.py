@@ -1,22 +1,22 @@
 from django.urls import path
 
-from runs import compare, inspect, views
+from runs import compare, inspect, ladder, metrics_csv, views
 
 app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("new/", views.run_new, name="new"),
-    path("new/ladder/", compare.launch_ladder, name="ladder"),
+    path("new/ladder/", ladder.launch_ladder, name="ladder"),
     path("compare/", compare.compare_page, name="compare"),
     path("compare/data/", compare.compare_data, name="compare-data"),
     path("compare/validation/", compare.compare_validation, name="compare-validation"),
-    path("compare/metrics.csv", compare.compare_csv, name="compare-csv"),
+    path("compare/metrics.csv", metrics_csv.compare_csv, name="compare-csv"),
     path("compare/groups/", compare.compare_groups, name="compare-groups"),
-    path("<int:run_id>/metrics.csv", compare.run_metrics_csv, name="metrics-csv"),
+    path("<int:run_id>/metrics.csv", metrics_csv.run_metrics_csv, name="metrics-csv"),
     path("<int:run_id>/", views.run_detail, name="detail"),
     path("<int:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("<int:run_id>/resume/", views.run_resume, name="resume"),
-    # the rollout inspector (runs.inspect, runs.exports)
+    # the rollout inspector (runs.inspect; runs.sample_filter, sample_view, timeline and exports)
     path("<int:run_id>/samples/", inspect.samples_page, name="samples"),
     path("<int:run_id>/samples/data/", inspect.samples_data, name="samples-data"),
     path("<int:run_id>/samples/steps/", inspect.samples_steps, name="samples-steps"),

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_live_run import ARTIFACTS, CHROMIUM_ARGS, SMALL_RUN, demo, live_stack  # noqa: F401
+from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS
 
 pytestmark = [
     pytest.mark.browser,
@@ -49,7 +49,7 @@ def ema(values: list[float], w: float) -> list[float]:
     return out
 
 
-def two_finished_runs(base: str, alice: Any, demo: dict, log: Path) -> list[int]:  # noqa: F811
+def two_finished_runs(base: str, alice: Any, demo: dict, log: Path) -> list[int]:
     """Queued through the API of the running daphne (this process's settings may predate the test queue)."""
     from rest_framework.authtoken.models import Token
     from runs.models import Run
@@ -93,7 +93,7 @@ def set_range(page: Any, selector: str, value: str) -> None:
     )
 
 
-def test_two_real_runs_compared_side_by_side(live_stack, demo, alice, chromium_path, tmp_path):  # noqa: F811
+def test_two_real_runs_compared_side_by_side(live_stack, demo, alice, chromium_path, tmp_path):
     from playwright.sync_api import expect, sync_playwright
     from runs.models import MetricPoint, Run
 

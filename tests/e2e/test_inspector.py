@@ -9,12 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e import test_live_run as live_run
-
-# The live-run test's fixtures: the demo model and data, and daphne + a Celery worker on the test database.
-demo = live_run.demo
-live_stack = live_run.live_stack
-ARTIFACTS, CHROMIUM_ARGS, SMALL_RUN = live_run.ARTIFACTS, live_run.CHROMIUM_ARGS, live_run.SMALL_RUN
+from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, SMALL_RUN
 
 pytestmark = [
     pytest.mark.browser,

@@ -9,11 +9,10 @@ saves the live run page there, for the README).
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import pytest
 
-from tests.worker import stack
+from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, SMALL_RUN
 
 pytestmark = [
     pytest.mark.browser,
@@ -21,58 +20,6 @@ pytestmark = [
     pytest.mark.timeout(900),
     pytest.mark.django_db(transaction=True),
 ]
-
-ARTIFACTS = stack.REPO / "test-artifacts"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
-# A demo run small enough for two shared CPU cores: 4 prompts × 4 samples, 12 new tokens, 2 updates a step.
-SMALL_RUN = {
-    "optim.total_steps": "4", "data.train_batch_size": "4", "data.gen_batch_size": "4", "rollout.n": "4",
-    "rollout.max_response_length": "12", "algorithm.overlong_buffer_len": "4", "optim.mini_batch_size": "2",
-    "optim.micro_batch_size": "8", "validation.every_n_steps": "0", "checkpoint.every_n_steps": "1",
-    "execution.torch_threads": "1", "data.max_prompt_length": "64",
-}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The demo model and data: the built demo (assets/demo) when present, else a randomly initialised
-    model of the demo's architecture and small arithmetic parquet files, built here in seconds."""
-    built = stack.REPO / "assets" / "demo"
-    if (built / "model" / "config.json").is_file() and (built / "data" / "train.parquet").is_file():
-        return {"root": built, "model": built / "model", "train": built / "data" / "train.parquet",
-                "test": built / "data" / "test.parquet"}  # fmt: skip
-    import torch
-
-    from dapo.data import write_parquet
-    from dapo.demo import build_model, build_tokenizer, make_arithmetic_problems
-
-    root = tmp_path_factory.mktemp("demo")
-    tokenizer = build_tokenizer()
-    torch.manual_seed(0)
-    build_model(tokenizer, seed=0).save_pretrained(root / "model")
-    tokenizer.save_pretrained(root / "model")
-    write_parquet(make_arithmetic_problems(64, seed=1), root / "data" / "train.parquet")
-    write_parquet(make_arithmetic_problems(8, seed=2), root / "data" / "test.parquet")
-    return {"root": root, "model": root / "model", "train": root / "data" / "train.parquet",
-            "test": root / "data" / "test.parquet"}  # fmt: skip
-
-
-@pytest.fixture
-def live_stack(demo, alice, settings, tmp_path, redis_url) -> str:
-    """daphne + a Celery worker on the test database and the test Redis database; the catalog filled."""
-    from catalog.registry import register_dataset, register_model
-
-    settings.DAPO_MODEL_ROOTS = [demo["root"]]
-    register_model("demo-model", str(demo["model"]))
-    register_dataset("demo-arithmetic", str(demo["train"]), str(demo["test"]))
-    env = stack.environment(
-        tmp_path / "var", DAPO_MODEL_ROOTS=str(demo["root"]), DJANGO_ALLOWED_HOSTS="127.0.0.1"
-    )
-    port = stack.free_port()
-    with stack.celery_worker(env, tmp_path / "celery.log"), stack.daphne(env, tmp_path / "daphne.log", port):
-        yield f"http://127.0.0.1:{port}"
-    stack.wait_for_other_sessions_to_leave()
 
 
 def test_a_user_configures_launches_and_watches_a_run_live(live_stack, demo, chromium_path):
@@ -121,12 +68,14 @@ def test_a_user_configures_launches_and_watches_a_run_live(live_stack, demo, chr
         page.wait_for_url(f"{base}/runs/*/")
         run_id = int(page.url.rstrip("/").rsplit("/", 1)[1])
         page.evaluate("window.__noReload = true")
+        # predicates are functions, never expressions: Playwright evals an expression at every poll, which
+        # an enforced CSP forbids; a function's source is evaluated once (tests/e2e/test_reconnect.py)
         page.wait_for_function(
-            "document.getElementById('run-status').dataset.status === 'running'", timeout=120_000
+            "() => document.getElementById('run-status').dataset.status === 'running'", timeout=120_000
         )
         page.wait_for_function(
-            "(() => { const c = document.querySelector('.chart[data-title=\"Reward\"]');"
-            " return c && c.data && c.data[0] && c.data[0].x.length >= 3; })()",
+            "() => { const c = document.querySelector('.chart[data-title=\"Reward\"]');"
+            " return c && c.data && c.data[0] && c.data[0].x.length >= 3; }",
             timeout=300_000,
         )
         assert page.evaluate("window.__noReload") is True  # the chart grew in place

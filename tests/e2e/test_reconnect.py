@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from tests.e2e.test_live_run import CHROMIUM_ARGS
+from tests.e2e.support import CHROMIUM_ARGS
 from tests.platform.support import report
 from tests.worker import stack
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from runs import compare
+from runs import compare, metrics_csv
 from runs.models import MetricPoint, Run, Status
 
 from dapo.presets import ABLATION_LADDER, ablation_ladder, get_preset
@@ -266,13 +266,13 @@ def test_a_runs_metrics_as_csv(alice_client, alice_run):
 
 
 def test_a_comparison_as_long_csv_in_chunks(alice_client, two, monkeypatch):
-    monkeypatch.setattr(compare, "CSV_CHUNK", 2)  # several keyset pages per run
+    monkeypatch.setattr(metrics_csv, "CSV_CHUNK", 2)  # several keyset pages per run
     Run.objects.filter(pk=two[1].pk).update(name='lr "high", 7')
     ids = f"{two[0].pk},{two[1].pk}"
     rows = read_csv(
         alice_client.get(f"/runs/compare/metrics.csv?ids={ids}&metrics=critic/score/mean,actor/entropy")
     )
-    assert rows[0] == compare.CSV_HEADER and len(rows) == 1 + 2 * 2 * 3
+    assert rows[0] == metrics_csv.CSV_HEADER and len(rows) == 1 + 2 * 2 * 3
     assert [(r[0], r[4], r[2]) for r in rows[1:7]] == [
         (str(two[0].pk), m, str(s)) for m in ("actor/entropy", "critic/score/mean") for s in (1, 2, 3)
     ]

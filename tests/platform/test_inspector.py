@@ -13,8 +13,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from runs import exports
-from runs.inspect import clip_flag, mark_answer, sample_steps
+from runs.inspect import sample_steps
 from runs.models import Run, Sample
+from runs.sample_view import clip_flag, mark_answer
 
 from dapo.presets import get_preset
 from dapo.report import StepReport
