@@ -87,17 +87,22 @@ def main() -> int:
             results[name][seed] = collect(proc)
     wall = time.time() - started
     print(f"\nbudget {args.budget_s:.0f} s per run, {len(args.seeds)} seeds, wall {wall:.0f} s")
-    print("| preset | seed | steps | val acc at start | val acc at budget | gain (points) |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| preset | seed | steps | val acc at start | last val | mean of last 3 vals | gain (points) "
+        "| first val ≥ start+30 points |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     gains: dict[str, list[float]] = {}
     for name, by_seed in results.items():
         for seed, r in by_seed.items():
             start, end = r["curve"][0][2], r["curve"][-1][2]
-            gains.setdefault(name, []).append(100 * (end - start))
-            row = [name, seed, r["steps"], f"{start:.3f}", f"{end:.3f}", f"{100 * (end - start):+.1f}"]
-            print("| " + " | ".join(map(str, row)) + " |")
+            tail = statistics.mean(acc for _, _, acc in r["curve"][-3:])
+            reached = next((f"step {s}, {t:.0f} s" for s, t, acc in r["curve"] if acc >= start + 0.30), "not")
+            gains.setdefault(name, []).append(100 * (tail - start))
+            row = [name, seed, r["steps"], f"{start:.3f}", f"{end:.3f}", f"{tail:.3f}"]
+            print("| " + " | ".join(map(str, [*row, f"{100 * (tail - start):+.1f}", reached])) + " |")
     for name, g in gains.items():
-        print(f"{name}: mean gain {statistics.mean(g):+.1f} points over {len(g)} seeds")
+        print(f"{name}: mean gain (last 3 validations) {statistics.mean(g):+.1f} points over {len(g)} seeds")
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "learn.json").write_text(json.dumps({"budget_s": args.budget_s, "runs": results}, indent=1))

@@ -44,7 +44,8 @@ def make_run(
 
 @pytest.fixture
 def two(alice: Any, paths: dict[str, str], queued: list) -> list[Run]:
-    return [make_run(alice, paths, "lr-low", **{"optim.lr": 1e-5}), make_run(alice, paths, "lr-high", seed=7)]
+    low, high = {"optim.lr": 1e-5}, {"optim.lr": 2e-5, "seed": 7}
+    return [make_run(alice, paths, "lr-low", **low), make_run(alice, paths, "lr-high", **high)]
 
 
 def embedded(response: Any) -> dict[str, Any]:
