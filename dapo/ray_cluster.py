@@ -41,6 +41,9 @@ LOCAL_PLACEMENT_TIMEOUT_S = 60.0
 """A local Ray never grows: if the workers do not fit within this time, they never will."""
 CLUSTER_PLACEMENT_TIMEOUT_S = 900.0
 """A cluster may autoscale: wait longer for its nodes."""
+LOCAL_GCS_RECONNECT_TIMEOUT_S = 15
+"""A local Ray's GCS that died does not come back (it keeps no state outside its process), so its driver,
+the run's controller, gives up after this instead of Ray's 60 s; the run is then queued again and resumes."""
 CLUSTER_CONNECT_TIMEOUT_S = float(os.environ.get("DAPO_RAY_CONNECT_TIMEOUT_S") or 30.0)
 """How long to wait for RAY_ADDRESS's head to accept a connection (a restarting head comes back within it)
 before the run fails with the reason. ray.init alone would wait for minutes with the run "running"."""
@@ -116,6 +119,7 @@ def connect() -> RayConnection:
         include_dashboard=False,
         _temp_dir=str(temp),
         logging_level=logging.WARNING,
+        _system_config={"gcs_rpc_server_reconnect_timeout_s": LOCAL_GCS_RECONNECT_TIMEOUT_S},
     )
     gcs = context.address_info["gcs_address"]  # type: ignore[attr-defined]
     log.info("started a local Ray at %s (temp dir %s)", gcs, temp)

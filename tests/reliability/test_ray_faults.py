@@ -1,14 +1,14 @@
-"""Ray fails under a run on the Ray backend: its rollout actor is killed, then the run's local Ray itself,
-then (another run) the cluster of RAY_ADDRESS does not answer. Each run ends succeeded after retries, or
-failed with a reason a person can read on its page; none is left "running". Real Celery worker (prefork,
-as `make demo` starts it), real local Ray started by the run, the real trainer on a tiny model."""
+"""Ray fails under a run on the Ray backend: the run's local Ray dies mid-run, or the cluster of RAY_ADDRESS
+does not answer. The run ends succeeded after a retry, or failed with a reason a person can read on its
+page; it is never left "running". Real Celery worker (prefork, as `make demo` starts it), real local Ray
+started by the run, the real trainer on a tiny model."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,28 +62,24 @@ def ray_config(assets: dict[str, str], steps: int, every: int) -> Any:
     })  # fmt: skip
 
 
-def test_a_killed_actor_is_replaced_and_a_dead_local_ray_restarted_the_run_ends_succeeded(
-    ray_worker, alice, tiny_assets
-):
-    run = Run.create_queued(owner=alice, name="ray-faults", config=ray_config(tiny_assets, steps=10, every=2))
-    wait_run(run.pk, lambda r: r.step >= 2, 240, "the run's first steps on Ray")
-    worker = ray_worker.procs[0].pid
-    (actor,) = ray_processes(worker, "ray::PolicyWorker")
-    os.kill(actor, signal.SIGKILL)  # 1. the actor that generates and trains dies
-    wait_run(run.pk, lambda r: r.step >= 5, 240, "the run to go on after the actor died")
-    assert Run.objects.get(pk=run.pk).attempts == 1  # the controller recovered by itself
-    assert ray_processes(worker, "ray::PolicyWorker") not in ([], [actor])
-    assert "recovering, retry 1 of 2" in ray_worker.logs()
-    first_ray = ray_processes(worker)
-    support.kill_quietly(
-        [p for p in first_ray if "raylet" in command_line(p) or "gcs_server" in command_line(p)]
-    )
-    run = final(run.pk, timeout=400)  # 2. the local Ray died: its driver exits, the run is taken up again
+def test_a_dead_local_ray_ends_the_attempt_and_the_run_resumes_on_a_fresh_one(ray_worker, alice, tiny_assets):
+    """The run's local Ray (its GCS and raylet) is killed mid-run. Ray then ends its driver, the Celery pool
+    process; the run is queued again and resumes from its checkpoint on a new local Ray. (A dead actor
+    under a live Ray is recovered inside the attempt: tests/dapo/test_ray_backend.py.)"""
+    run = Run.create_queued(owner=alice, name="ray-faults", config=ray_config(tiny_assets, steps=8, every=2))
+    wait_run(run.pk, lambda r: r.step >= 3, 240, "the run's first steps on Ray")
+    first_ray = ray_processes(ray_worker.procs[0].pid)
+    core = [p for p in first_ray if "raylet" in command_line(p) or "gcs_server" in command_line(p)]
+    assert len(core) == 2, [command_line(p) for p in first_ray]
+    support.kill_quietly(core)
+    killed_at = time.time()
+    wait_run(run.pk, lambda r: r.attempts == 2, 300, "the second attempt")
+    print(f"local Ray killed: second attempt {time.time() - killed_at:.1f} s later")
+    run = final(run.pk, timeout=300)
     assert (run.status, run.attempts, run.error) == (Status.SUCCEEDED, 2, "")
-    assert steps_of(run) == list(range(1, 11))
-    stack.wait_for(
-        lambda: not any(os.path.exists(f"/proc/{p}") for p in first_ray), 30, "the dead Ray's processes"
-    )
+    assert steps_of(run) == list(range(1, 9))
+    gone = lambda: not any(os.path.exists(f"/proc/{p}") for p in first_ray)  # noqa: E731
+    stack.wait_for(gone, 30, "the dead Ray's processes to exit")
 
 
 def test_an_unreachable_ray_cluster_fails_the_run_with_the_reason_on_its_page(

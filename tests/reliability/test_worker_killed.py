@@ -65,6 +65,7 @@ def test_a_worker_killed_between_a_checkpoint_and_its_report_resumes_without_a_g
     assert second["resume_from"].endswith("checkpoints/step_000002")
     assert killed["at_checkpoint"] == 4 and second["pid"] != killed["pid"]
     assert killed["killed"] < second["t"] < killed["killed"] + RECOVERY_BOUND_S  # never two at once
+    print(f"pool process killed at checkpoint 4: resumed {second['t'] - killed['killed']:.1f} s later")
     assert list(Checkpoint.objects.filter(run=run).order_by("step").values_list("step", flat=True)) == [
         2,
         4,
@@ -91,6 +92,7 @@ def test_a_whole_worker_killed_mid_step_is_reaped_and_resumed_by_another_within_
     assert steps_of(run) == list(range(1, 41))
     assert second["resume_from"].endswith(f"checkpoints/step_{checkpoint:06d}")
     assert second["t"] - killed_at < RECOVERY_BOUND_S
+    print(f"worker killed at step {checkpoint}+: resumed by the other {second['t'] - killed_at:.1f} s later")
     # its message sits unacknowledged in Redis until the visibility timeout (an hour): the reaper did it
     assert f"run {run.pk}: its worker stopped renewing the lease; queued again" in two_workers.logs()
 
