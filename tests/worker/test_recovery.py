@@ -15,7 +15,7 @@ from worker import tasks
 pytestmark = pytest.mark.django_db
 
 
-def test_at_start_a_worker_requeues_runs_whose_lease_ran_out_then_reaps_every_interval(
+def test_at_start_a_worker_requeues_runs_whose_lease_ran_out_and_starts_its_reaper(
     alice_run, queued, monkeypatch, settings, django_capture_on_commit_callbacks
 ):
     started: list[float] = []
