@@ -33,7 +33,14 @@ from typing import Any, TypeVar
 
 from dapo.actor import UpdateBatch
 from dapo.config import RunConfig
-from dapo.ray_cluster import connect, placement_strategy, release, reserve, worker_bundle
+from dapo.ray_cluster import (
+    connect,
+    loopback_only_local_ray,
+    placement_strategy,
+    release,
+    reserve,
+    worker_bundle,
+)
 from dapo.ray_shards import merge_updates, shard_seed, shard_update, split_evenly
 from dapo.ray_worker import PolicyWorker, WorkerNotReady, from_wire, score_chunk, to_wire
 from dapo.rollout.base import Completion, SamplingParams
@@ -57,6 +64,7 @@ class RayBackend:
     """The ``Backend`` protocol on Ray actors (see the module docstring)."""
 
     def __init__(self, config: RunConfig, *, placement: str | None = None) -> None:
+        loopback_only_local_ray()
         import ray
 
         self._ray = ray

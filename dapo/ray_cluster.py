@@ -100,8 +100,17 @@ class RayConnection:
             ray.shutdown()
 
 
+def loopback_only_local_ray() -> None:
+    """Without RAY_ADDRESS (a local Ray), keep Ray's servers on loopback. Ray 2.60 turns 127.0.0.1 into the
+    machine's address, so they listen on every interface, unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which
+    it reads once, when ``ray`` is first imported: call this before any ``import ray`` of the process."""
+    if not os.environ.get("RAY_ADDRESS", "").strip():
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
 def connect() -> RayConnection:
     """Join RAY_ADDRESS's cluster, or start a local Ray; reuse Ray when this process already joined one."""
+    loopback_only_local_ray()
     import ray
 
     if ray.is_initialized():

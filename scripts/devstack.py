@@ -146,7 +146,14 @@ class Supervisor:
             say(f"[ray] using the cluster at RAY_ADDRESS={self.env['RAY_ADDRESS']}")
             return None
         ports = dict(zip(RAY_PORT_FLAGS, free_ports(len(RAY_PORT_FLAGS)), strict=True))
-        token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+        # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: Ray 2.60 otherwise turns --node-ip-address 127.0.0.1 into the
+        # machine's address and its servers listen on every interface; the worker inherits it (a driver
+        # without it resolves 127.0.0.1 the same way and cannot reach this head). Never on a real cluster.
+        token = {
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": secrets.token_hex(32),
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        }
         argv = [str(VENV_BIN / "ray"), "start", "--head", "--block", "--disable-usage-stats"]
         argv += ["--node-ip-address", "127.0.0.1", "--temp-dir", str(ray_temp_dir(self.var_dir))]
         argv += ["--num-cpus", self.env.get("DAPO_RAY_NUM_CPUS", "2"), "--include-dashboard=false"]

@@ -113,6 +113,9 @@ class TwoNodeCluster:
         self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
                     "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}  # fmt: skip
         self.env.pop("RAY_ADDRESS", None)
+        # a local Ray of this process (dapo.ray_cluster.connect) keeps to loopback with this; a cluster of
+        # two nodes must not
+        self.env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
         self.procs: list[subprocess.Popen] = []
         self._worker_ports = iter(range(free_port() % 20000 + 30000, 65000, 20))
 

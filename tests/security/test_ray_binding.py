@@ -10,8 +10,8 @@ Finding (Ray 2.60): Ray turns a loopback --node-ip-address into the machine's ad
 (ray._private.services.resolve_ip_for_localhost), so the GCS and raylet gRPC servers listen on every
 interface and the runtime-env agent on the machine's IP. With RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 in
 the environment of the Ray processes AND of the drivers that join them, Ray keeps 127.0.0.1 and every
-server listens on loopback (the last test). Until scripts/devstack.py and dapo/ray_cluster.py set it,
-the first two tests are expected failures (strict: they fail the day the fix lands, so the marker goes).
+server listens on loopback (the last test). scripts/devstack.py and dapo/ray_cluster.py set it for the
+local Ray they start; the first two tests hold them to it.
 """
 
 from __future__ import annotations
@@ -37,13 +37,6 @@ class ExposedRay(AssertionError):
     """A Ray server listens beyond loopback (the expected failure: a failed start is not one)."""
 
 
-NOT_YET = pytest.mark.xfail(
-    strict=True,
-    raises=ExposedRay,
-    reason="Ray listens on every interface: set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 for the local Ray "
-    "(scripts/devstack.py start_ray's env, which its worker inherits; dapo/ray_cluster.connect() before "
-    "ray.init) -- see the module docstring",
-)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
@@ -119,13 +112,11 @@ def _start_head(supervisor: Supervisor) -> None:
     _wait(service, "Ray runtime started")
 
 
-@NOT_YET
 def test_the_demo_ray_head_listens_on_loopback_only(devstack_ray):
     _start_head(devstack_ray)
     _assert_loopback_only(devstack_ray.stack)
 
 
-@NOT_YET
 def test_a_workers_local_ray_listens_on_loopback_only(tmp_path, monkeypatch):
     stack = Stack(tmp_path / "log")
     env = {**os.environ, "DAPO_VAR_DIR": str(tmp_path / "var"), "PYTHONPATH": str(REPO)}
