@@ -113,6 +113,11 @@ class Sink:
         """Polled at each step boundary: True asks the trainer to stop (cancel) after saving."""
         return False
 
+    def may_save_checkpoint(self) -> bool:
+        """Asked before each checkpoint write: False when this process no longer owns the run's state
+        (another controller took the run over), so the trainer must not write into its run directory."""
+        return True
+
 
 @dataclass
 class RunResult:

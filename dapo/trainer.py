@@ -242,6 +242,11 @@ class Trainer:
         )
 
     def _save(self) -> None:
+        if not all(s.may_save_checkpoint() for s in self.sinks):
+            log.warning(
+                "step %d: a sink refused the checkpoint (the run has another owner); not saved", self.step
+            )
+            return
         c = self.config.checkpoint
         path = ckpt.save(
             self.out_dir,

@@ -110,6 +110,22 @@ class PlatformSink(Sink):
             return self._lose_lease(e)
         PUBLISHER.publish(self.run.pk, status_event(self.run))
 
+    def may_save_checkpoint(self) -> bool:
+        """Only while this worker holds the lease: a controller that was frozen past it and woke after a
+        takeover must not write checkpoint files (the new owner's pruning and resume read that folder).
+        Asks the database (a checkpoint is rare); when it cannot answer, the save goes ahead, as a step's
+        progress is worth more than the small chance of a takeover during an outage."""
+        if self.lease_lost:
+            return False
+        try:
+            owner = Run.objects.filter(pk=self.run.pk).values_list("lease_owner", flat=True).first()
+        except DB_ERRORS:
+            drop_connection()
+            return True
+        if owner != self.worker_id:
+            self.lease_lost = True
+        return not self.lease_lost
+
     def _lose_lease(self, error: LeaseLost) -> None:
         """Another controller owns the run: write nothing more; the trainer stops at the step boundary."""
         log.warning("%s; this controller stops", error)

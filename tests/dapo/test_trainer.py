@@ -163,3 +163,20 @@ def test_jsonl_sink_writes_metrics_and_samples(tiny_config, parity_reward, tmp_p
     events = [e["event"] for e in read_jsonl(tmp_path / "events.jsonl")]
     assert events[0] == "start" and events[-1] == "finish" and "checkpoint" in events
     assert json.loads((tmp_path / "config.json").read_text())["data"]["reward_fn"] == parity_reward
+
+
+class LosesOwnership(Recorder):
+    """A sink whose run is taken over after the first reported step (a controller that lost its lease)."""
+
+    def may_save_checkpoint(self):
+        return not self.reports
+
+
+def test_no_checkpoint_is_written_once_a_sink_refuses(tiny_config, parity_reward, tmp_path):
+    config = tiny_config.with_overrides(
+        {"data.reward_fn": parity_reward, "optim.total_steps": 3, "checkpoint.every_n_steps": 1}
+    )
+    rec = LosesOwnership(stop_after=2)
+    assert run(config, out_dir=tmp_path, sinks=[rec]).status == "cancelled"
+    assert [step for step, _ in rec.checkpoints] == [1]  # not step 2's, nor the one a stop writes
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step_000001"]

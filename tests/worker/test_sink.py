@@ -116,6 +116,24 @@ def test_a_controller_that_lost_its_lease_writes_nothing_and_stops(claimed):
     assert (run.step, run.last_checkpoint_step, run.lease_owner) == (1, None, "worker-2")
 
 
+def test_checkpoint_files_are_allowed_only_while_the_lease_is_held(claimed, monkeypatch):
+    sink = PlatformSink(claimed, "worker-1")
+    assert sink.may_save_checkpoint()
+    Run.objects.filter(pk=claimed.pk).update(lease_owner="worker-2")  # taken over while this one froze
+    assert not sink.may_save_checkpoint()
+    assert sink.lease_lost  # and the trainer stops at the step boundary
+
+
+def test_a_checkpoint_goes_ahead_when_the_database_cannot_say_who_owns_the_run(claimed, monkeypatch):
+    sink = PlatformSink(claimed, "worker-1")
+
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(Run.objects, "filter", unreachable)
+    assert sink.may_save_checkpoint()
+
+
 @pytest.mark.parametrize("error", [OperationalError("database is locked"), InterfaceError("closed")])
 def test_a_brief_database_outage_is_retried_not_lost(claimed, monkeypatch, error):
     monkeypatch.setattr(sink_module, "DB_RETRY_FIRST_DELAY_S", 0.0)
