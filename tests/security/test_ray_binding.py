@@ -133,7 +133,7 @@ def test_a_workers_local_ray_listens_on_loopback_only(tmp_path, monkeypatch):
         stack.stop_all()
 
 
-def test_with_the_proposed_setting_the_demo_head_and_its_driver_stay_on_loopback(devstack_ray, monkeypatch):
+def test_the_loopback_setting_keeps_the_demo_head_and_its_driver_on_loopback(devstack_ray, monkeypatch):
     for name, value in LOOPBACK_FIX.items():
         monkeypatch.setitem(devstack_ray.env, name, value)
     _start_head(devstack_ray)
