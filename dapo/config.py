@@ -96,7 +96,7 @@ class DataConfig:
         c.require(
             self.reward_fn in REWARD_FUNCTIONS,
             "reward_fn",
-            f"unknown reward function {_show(self.reward_fn)}; valid: {', '.join(REWARD_FUNCTIONS)}",
+            f"unknown reward function {shown(self.reward_fn)}; valid: {', '.join(REWARD_FUNCTIONS)}",
         )
         c.require(1 <= self.max_prompt_length <= 1_000_000, "max_prompt_length", "must be in [1, 1000000]")
         c.require(1 <= self.train_batch_size <= 1_000_000, "train_batch_size", "must be in [1, 1000000]")
@@ -498,7 +498,7 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
     if origin is Literal:
         choices = typing.get_args(tp)
         if value not in choices or not isinstance(value, str):
-            raise ConfigError({name: f"must be one of {', '.join(map(str, choices))}; got {_show(value)}"})
+            raise ConfigError({name: f"must be one of {', '.join(map(str, choices))}; got {shown(value)}"})
         return value
     if origin is tuple:
         args = typing.get_args(tp)
@@ -507,32 +507,32 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
         return tuple(_coerce(v, a, name) for v, a in zip(value, args, strict=True))
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError({name: f"must be true or false, got {_show(value)}"})
+            raise ConfigError({name: f"must be true or false, got {shown(value)}"})
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError({name: f"must be an integer, got {_show(value)}"})
+            raise ConfigError({name: f"must be an integer, got {shown(value)}"})
         if abs(value) > 2**63:
             raise ConfigError({name: "is too large"})
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError({name: f"must be a number, got {_show(value)}"})
+            raise ConfigError({name: f"must be a number, got {shown(value)}"})
         if abs(value) > 1e300 or not math.isfinite(float(value)):
             raise ConfigError({name: "must be a finite number"})
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError({name: f"must be a string, got {_show(value)}"})
+            raise ConfigError({name: f"must be a string, got {shown(value)}"})
         if len(value) > 4096:
             raise ConfigError({name: "is too long (4096 characters at most)"})
-        if not _is_unicode(value):
+        if not is_unicode(value):
             raise ConfigError({name: "must be valid Unicode text (it contains a lone surrogate)"})
         return value
     raise ConfigError({name: f"unsupported type {tp}"})
 
 
-def _is_unicode(text: str) -> bool:
+def is_unicode(text: str) -> bool:
     """False for a string with lone surrogates (JSON's "\\ud800"): no database or file system takes it."""
     try:
         text.encode("utf-8")
@@ -541,7 +541,7 @@ def _is_unicode(text: str) -> bool:
     return True
 
 
-def _show(value: Any, limit: int = 60) -> str:
+def shown(value: Any, limit: int = 60) -> str:
     """A value for an error message, cut: a message must not echo a megabyte the user sent."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"

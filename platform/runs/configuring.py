@@ -12,7 +12,7 @@ from typing import Any
 from catalog.models import BaseModel, Dataset
 from catalog.paths import PathError, check_data_path, check_model_path
 
-from dapo.config import ConfigError, RunConfig
+from dapo.config import ConfigError, RunConfig, is_unicode, shown
 from dapo.presets import PRESETS, get_preset
 
 Errors = dict[str, str]
@@ -92,21 +92,6 @@ def validate_name(name: Any) -> Errors:
         return {"name": "is too long (200 characters at most)"}
     if any(ord(c) < 32 for c in name):
         return {"name": "must not contain control characters"}
-    if not _is_unicode(name):
+    if not is_unicode(name):
         return {"name": "must be valid Unicode text"}
     return {}
-
-
-def _is_unicode(text: str) -> bool:
-    """False for lone surrogates (JSON allows "\\ud800"): the database cannot store them."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def shown(value: Any, limit: int = 60) -> str:
-    """A user's value in an error message, cut to ``limit`` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
