@@ -29,12 +29,19 @@ NAMESPACES = ["actor", "critic", "response_length", "timing_s", "perf", "train",
 
 def setup_django(var: Path, redis_db: int = 12) -> dict[str, str]:
     """Environment for this process and daphne; migrates a fresh SQLite database under ``var``."""
+    redis = os.environ.get("BENCH_REDIS_URL", f"redis://127.0.0.1:6379/{redis_db}")
+    return django_on(f"sqlite:///{var / 'bench.sqlite3'}", var, REDIS_URL=redis)
+
+
+def django_on(database_url: str, var: Path, **extra: str) -> dict[str, str]:
+    """Set Django up in this process on ``database_url`` (runtime files under ``var``) and migrate it;
+    returns the environment for child processes (daphne)."""
     env = {
-        "DATABASE_URL": f"sqlite:///{var / 'bench.sqlite3'}",
+        "DATABASE_URL": database_url,
         "DAPO_VAR_DIR": str(var),
-        "REDIS_URL": os.environ.get("BENCH_REDIS_URL", f"redis://127.0.0.1:6379/{redis_db}"),
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "platform")]),
+        **extra,
     }
     os.environ.update(env)
     sys.path[:0] = [str(REPO), str(REPO / "platform")]

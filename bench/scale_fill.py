@@ -18,13 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from page_load import django_on  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PG = "postgres://postgres@127.0.0.1:5432"
@@ -48,21 +50,7 @@ def setup(db: str, *, recreate: bool) -> dict[str, str]:
     if recreate:
         for sql in (f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)', f'CREATE DATABASE "{db}"'):
             subprocess.run(["psql", f"{PG}/postgres", "-qc", sql], check=True)
-    env = {
-        "DATABASE_URL": f"{PG}/{db}",
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DAPO_VAR_DIR": str(REPO / "var" / "bench-scale"),
-        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "platform")]),
-    }
-    os.environ.update(env)
-    sys.path[:0] = [str(REPO), str(REPO / "platform")]
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    return {**os.environ, **env}
+    return django_on(f"{PG}/{db}", REPO / "var" / "bench-scale")
 
 
 def metric_names(count: int) -> list[str]:
@@ -74,7 +62,7 @@ def metric_value(name: str, step: int, seed: int, rng: random.Random) -> float:
     if name == "perf/total_num_tokens":
         return 4000.0 + 50 * math.sin(step / 30 + seed) + rng.random() * 100
     base = 0.4 + 0.4 * (1 - math.exp(-step / (300 + 40 * seed)))
-    return base + 0.05 * math.sin(step / 25 + hash(name) % 7) + rng.gauss(0, 0.02)
+    return base + 0.05 * math.sin(step / 25 + sum(map(ord, name)) % 7) + rng.gauss(0, 0.02)
 
 
 def sample_row(run_id: int, step: int, index: int, rng: random.Random) -> tuple[Any, ...]:
