@@ -39,6 +39,24 @@ def feed(sink: Any, args: argparse.Namespace, names: list[str], sent: dict[int, 
         time.sleep(args.interval)
 
 
+def bench_run(name: str, run_dir: str, steps: int) -> tuple[Any, Any]:
+    """User ``bench`` (password ``bench-pass-123``), a run claimed by ``bench-worker``, and the worker's own
+    sink on it, started: what the worker writes and publishes each step."""
+    from django.contrib.auth import get_user_model
+    from runs.models import Run
+
+    from dapo.presets import get_preset
+    from dapo.report import RunInfo
+    from worker.sink import PlatformSink
+
+    user = get_user_model().objects.create_user("bench", password="bench-pass-123")
+    run = Run.objects.create(owner=user, name=name, config=get_preset("tiny_cpu").to_dict())
+    assert run.claim("bench-worker")
+    sink = PlatformSink(run, "bench-worker")
+    sink.on_start(RunInfo(run_dir=run_dir, total_steps=steps, start_step=1, config={}))
+    return run, sink
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
@@ -51,18 +69,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dapo-bench-") as tmp:
         var = Path(tmp)
         env = setup_django(var)
-        from django.contrib.auth import get_user_model
-        from runs.models import Run
-
-        from dapo.presets import get_preset
-        from dapo.report import RunInfo
-        from worker.sink import PlatformSink
-
-        user = get_user_model().objects.create_user("bench", password="bench-pass-123")
-        run = Run.objects.create(owner=user, name="latency", config=get_preset("tiny_cpu").to_dict())
-        assert run.claim("bench-worker")
-        sink = PlatformSink(run, "bench-worker")
-        sink.on_start(RunInfo(run_dir=tmp, total_steps=args.steps, start_step=1, config={}))
+        run, sink = bench_run("latency", tmp, args.steps)
         proc, port = start_daphne(env, var / "daphne.log")
         base = f"http://127.0.0.1:{port}"
         names = metric_names(args.metrics)

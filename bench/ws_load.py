@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from page_load import metric_names, setup_django, start_daphne
-from ws_latency import feed, report
+from ws_latency import bench_run, feed, report
 
 
 @dataclass
@@ -185,25 +185,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dapo-bench-") as tmp:
         var = Path(tmp)
         env = setup_django(var)
-        from django.contrib.auth import get_user_model
-        from runs.models import Run
-
-        from dapo.presets import get_preset
-        from dapo.report import RunInfo
-        from worker.sink import PlatformSink
-
-        user = get_user_model().objects.create_user("bench", password="bench-pass-123")
-        run = Run.objects.create(owner=user, name="ws load", config=get_preset("tiny_cpu").to_dict())
-        assert run.claim("bench-worker")
-        sink = PlatformSink(run, "bench-worker")
-        sink.on_start(RunInfo(run_dir=tmp, total_steps=args.steps, start_step=1, config={}))
+        run, sink = bench_run("ws load", tmp, args.steps)
         proc, port = start_daphne(env, var / "daphne.log")
         sent: dict[int, float] = {}
         feeder = threading.Thread(target=feed, args=(sink, args, metric_names(args.metrics), sent))
         try:
             watchers = asyncio.run(
                 watch_while_feeding(
-                    "127.0.0.1", port, run.pk, session_cookie(user), args.clients, feeder, args.steps
+                    "127.0.0.1", port, run.pk, session_cookie(run.owner), args.clients, feeder, args.steps
                 )  # fmt: skip
             )
         finally:
