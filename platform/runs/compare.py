@@ -27,6 +27,7 @@ from django.views.decorators.http import require_GET
 
 from dapo.config import ConfigError, RunConfig, config_diff, flatten
 from runs.models import MetricPoint, Run, Sample
+from runs.records import distinct_ascending
 from runs.series import metric_series
 
 MAX_RUNS = 30
@@ -122,17 +123,9 @@ def run_info(run: Run, index: int) -> dict[str, Any]:
 
 
 def metric_names(run: Run) -> list[str]:
-    """The distinct metric names of a run, one index probe each (a skip scan of metric_curve): a DISTINCT
-    would read every point of the run."""
-    table = MetricPoint._meta.db_table
-    sql = (
-        f"WITH RECURSIVE names(name) AS (SELECT MIN(name) FROM {table} WHERE run_id = %s UNION ALL "
-        f"SELECT (SELECT MIN(name) FROM {table} WHERE run_id = %s AND name > names.name) FROM names "
-        "WHERE names.name IS NOT NULL) SELECT name FROM names WHERE name IS NOT NULL"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run.pk, run.pk])
-        return [name for (name,) in cursor.fetchall()]
+    """The distinct metric names of a run, one probe of metric_curve each (a DISTINCT would read every
+    point of the run)."""
+    return distinct_ascending(MetricPoint, "name", run_id=run.pk)
 
 
 def default_metrics(names: list[str], runs: list[Run]) -> list[str]:
@@ -316,17 +309,8 @@ def compare_validation(request: HttpRequest) -> HttpResponse:
 
 
 def val_steps(run: Run) -> list[int]:
-    """Steps with validation samples: a skip scan of the sample index (run, split, step, sample_index)."""
-    table = Sample._meta.db_table
-    where = "run_id = %s AND split = 'val'"
-    sql = (
-        f"WITH RECURSIVE s(step) AS (SELECT MIN(step) FROM {table} WHERE {where} UNION ALL "
-        f"SELECT (SELECT MIN(step) FROM {table} WHERE {where} AND step > s.step) FROM s "
-        "WHERE s.step IS NOT NULL) SELECT step FROM s WHERE step IS NOT NULL"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run.pk, run.pk])
-        return [step for (step,) in cursor.fetchall()]
+    """Steps with validation samples, one probe of the unique index each."""
+    return distinct_ascending(Sample, "step", run_id=run.pk, split="val")
 
 
 def _int_param(request: HttpRequest, name: str, default: int | None) -> int | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from django.db import connection
 from django.db.models import Avg, BooleanField, Count, ExpressionWrapper, Max, Q, QuerySet
 from django.db.models.functions import Length, Substr
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
@@ -22,6 +21,7 @@ from django.views.decorators.http import require_GET
 
 from runs import exports
 from runs.models import Run, Sample
+from runs.records import distinct_ascending
 from runs.sample_filter import MAX_INT32, SORTS, BadQuery, NoSuchStep, SampleFilter, _choice
 from runs.sample_view import clip_params, mark_answer, token_view
 from runs.timeline import problem_timeline
@@ -41,17 +41,9 @@ ROW_FIELDS = [
 
 
 def sample_steps(run: Run, split: str) -> list[int]:
-    """The steps with samples in a split, ascending: one index probe per step (a loose index scan on the
-    unique index), never a scan of the run's samples."""
-    table = Sample._meta.db_table
-    sql = (
-        f"WITH RECURSIVE s(step) AS (SELECT MIN(step) FROM {table} WHERE run_id = %s AND split = %s"
-        f" UNION ALL SELECT (SELECT MIN(t.step) FROM {table} t WHERE t.run_id = %s AND t.split = %s"
-        f" AND t.step > s.step) FROM s WHERE s.step IS NOT NULL) SELECT step FROM s WHERE step IS NOT NULL"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run.pk, split, run.pk, split])
-        return [row[0] for row in cursor.fetchall()]
+    """The steps with samples in a split, ascending: one probe of the unique index per step, never a scan
+    of the run's samples."""
+    return distinct_ascending(Sample, "step", run_id=run.pk, split=split)
 
 
 def _rows(qs: QuerySet[Sample]) -> list[dict[str, Any]]:
