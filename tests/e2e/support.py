@@ -1,10 +1,14 @@
-"""Constants the browser tests share: where screenshots go, how chromium starts, and the small demo run."""
+"""What the browser tests share: where screenshots go, how chromium starts, a page that records script
+errors, and the small demo run."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from tests.worker import stack
 
 ARTIFACTS = stack.REPO / "test-artifacts"
+VIEWPORT = {"width": 1440, "height": 1000}
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 # A demo run small enough for two shared CPU cores: 4 prompts × 4 samples, 12 new tokens, 2 updates a step.
@@ -14,3 +18,14 @@ SMALL_RUN = {
     "optim.micro_batch_size": "8", "validation.every_n_steps": "0", "checkpoint.every_n_steps": "1",
     "execution.torch_threads": "1", "data.max_prompt_length": "64",
 }  # fmt: skip
+
+
+def open_page(browser: Any, *, timeout_ms: int = 20_000, **context: Any) -> tuple[Any, list[str]]:
+    """A page in a new browser context (``context``: viewport, accept_downloads...) and the list its
+    uncaught script errors go to: a script error would silently stop a page from updating, so every test
+    asserts the list is empty at the end."""
+    page = browser.new_context(**context).new_page()
+    page.set_default_timeout(timeout_ms)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return page, errors

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS
+from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, VIEWPORT, open_page
 
 pytestmark = [
     pytest.mark.browser,
@@ -107,11 +107,7 @@ def test_two_real_runs_compared_side_by_side(live_stack, demo, alice, chromium_p
     # No ORM call inside the Playwright block: its greenlets give the ORM other contexts (and connections).
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
-        page = context.new_page()
-        page.set_default_timeout(30_000)
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        page, errors = open_page(browser, timeout_ms=30_000, viewport=VIEWPORT, accept_downloads=True)
 
         # 1. log in, tick both runs on the list, compare them
         page.goto(f"{base}/accounts/login/?next=/runs/")

@@ -14,15 +14,13 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, VIEWPORT, open_page
 from tests.platform.support import sample
 from tests.worker import stack
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600), pytest.mark.django_db(transaction=True)]
 
-ARTIFACTS = stack.REPO / "test-artifacts"
 DEMO = stack.REPO / "assets" / "demo"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 
 
 @pytest.fixture
@@ -84,10 +82,7 @@ def test_a_user_uploads_searches_and_reads_a_dataset(site, chromium_path, tmp_pa
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 1000})
-        page.set_default_timeout(20_000)
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        page, errors = open_page(browser, viewport=VIEWPORT)
 
         # 1. log in and open the datasets from the nav bar
         page.goto(f"{base}/datasets/")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, SMALL_RUN
+from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, SMALL_RUN, VIEWPORT, open_page
 
 pytestmark = [
     pytest.mark.browser,
@@ -58,10 +58,7 @@ def test_a_user_inspects_the_samples_of_a_live_run(live_stack, demo, chromium_pa
     base = live_stack
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 1000})
-        page.set_default_timeout(20_000)
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        page, errors = open_page(browser, viewport=VIEWPORT)
         run_id = _launch(page, base)
 
         # 1. from the run page to the inspector, before the run has recorded all its steps

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, SMALL_RUN
+from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, SMALL_RUN, VIEWPORT, open_page
 
 pytestmark = [
     pytest.mark.browser,
@@ -31,10 +31,7 @@ def test_a_user_configures_launches_and_watches_a_run_live(live_stack, demo, chr
     # No ORM call inside the Playwright block: its greenlets give the ORM other contexts (and connections).
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 1000})
-        page.set_default_timeout(20_000)
-        errors: list[str] = []  # a script error would silently stop the page from updating
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        page, errors = open_page(browser, viewport=VIEWPORT)
 
         # 1. log in
         page.goto(f"{base}/runs/")

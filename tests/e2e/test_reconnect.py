@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from tests.e2e.support import CHROMIUM_ARGS
+from tests.e2e.support import CHROMIUM_ARGS, open_page
 from tests.platform.support import report
 from tests.worker import stack
 
@@ -137,10 +137,7 @@ def test_the_run_page_reconnects_and_catches_up_after_redis_restarts(watched_run
     worker = Worker(watched_run["sink"])
     with sync_playwright() as p:  # no ORM call in here (Playwright's greenlets)
         browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        page = browser.new_page()
-        page.set_default_timeout(30_000)
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        page, errors = open_page(browser, timeout_ms=30_000)
         page.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
         page.goto(f"{base}/accounts/login/?next=/runs/{run.pk}/")
         page.fill("#id_username", "alice")
