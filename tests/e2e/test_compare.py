@@ -133,6 +133,8 @@ def test_two_real_runs_compared_side_by_side(live_stack, demo, alice, chromium_p
         traces = "(m) => (document.querySelector(`.chart[data-metric='${m}']`).data || []).length"
         page.wait_for_function(f"{traces} > 0", arg=metric)
         set_range(page, "#smoothing", "0")
+        # redrawn without smoothing: the faint raw traces go (reading before the redraw saw EMA 0.6 values)
+        page.wait_for_function(f"(m) => ({traces})(m) === 2", arg=metric)
         lines = {t["run"]: t for t in line_traces(page, metric)}
         assert sorted(lines) == sorted(ids)  # two traces, one per run
         for i in ids:
