@@ -15,10 +15,10 @@ from typing import Any
 
 from torch import nn
 
-from dapo.rollout.base import Completion, RolloutEngine, SamplingParams
+from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, Weights
 from dapo.rollout.hf import HFEngine
 
-__all__ = ["ENGINES", "Completion", "RolloutEngine", "SamplingParams", "create_engine"]
+__all__ = ["ENGINES", "Completion", "RolloutEngine", "SamplingParams", "Weights", "create_engine"]
 
 
 def _hf(**kwargs: Any) -> RolloutEngine:

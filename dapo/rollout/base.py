@@ -8,10 +8,14 @@ trainer codes only against this module. The group invariant of dapo-reference.md
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
+
+Weights = Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]
+"""New policy weights: a state dict, or `(name, tensor)` pairs streamed one layer at a time (an FSDP
+learner gathers a layer, hands it over and frees it, so no rank ever holds the whole model)."""
 
 
 @dataclass(frozen=True)
@@ -78,8 +82,13 @@ class RolloutEngine(abc.ABC):
         """
 
     @abc.abstractmethod
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
-        """Load new policy weights (HF parameter names) into the engine."""
+    def update_weights(self, weights: Weights) -> None:
+        """Load new policy weights (HF parameter names) into the engine.
+
+        Args:
+            weights: a state dict or an iterable of `(name, tensor)` pairs, consumed once, in order; the
+                engine copies (or sends) each tensor before taking the next, so the caller may free it.
+        """
 
     def sleep(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Free accelerator memory between rollouts (no-op on CPU)."""
@@ -95,6 +104,11 @@ class RolloutEngine(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def named_tensors(weights: Weights) -> Iterator[tuple[str, torch.Tensor]]:
+    """The `(name, tensor)` pairs of `weights`, whichever form it takes."""
+    return iter(weights.items()) if isinstance(weights, Mapping) else iter(weights)
 
 
 def check_prompts(prompts: Sequence[Sequence[int]]) -> None:

@@ -15,13 +15,13 @@ so the same seed, weights and prompts give the same samples on one device.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
 from torch import nn
 
-from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, check_prompts
+from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, Weights, check_prompts, named_tensors
 from dapo.rollout.kv_cache import new_cache
 from dapo.rollout.logits import sample_tokens
 
@@ -145,18 +145,34 @@ class HFEngine(RolloutEngine):
                 completions.extend(self._generate_chunk(chunk, params, generator))
         return completions
 
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
-        """Copy new weights in; a no-op when `state_dict` is the shared model's own tensors."""
+    def update_weights(self, weights: Weights) -> None:
+        """Copy new weights in, one tensor at a time; tensors that already are the shared model's own
+        (same storage) are skipped, so handing the shared model its own state is a no-op.
+
+        Raises ValueError (after copying the known ones) for unknown names, a shape that does not match,
+        or parameters left without a value (a tied alias counts as given when its twin was).
+        """
         self.wake_up()
         own = self.model.state_dict()
-        if state_dict and all(k in own and v.data_ptr() == own[k].data_ptr() for k, v in state_dict.items()):
-            return
+        unknown: list[str] = []
+        given: set[int] = set()
         with torch.no_grad():
-            result = self.model.load_state_dict(dict(state_dict), strict=False)
-        if result.unexpected_keys:
-            raise ValueError(f"update_weights: unknown parameter names {sorted(result.unexpected_keys)[:5]}")
-        loaded = {own[k].data_ptr() for k in state_dict if k in own}
-        missing = [k for k in result.missing_keys if own[k].data_ptr() not in loaded]  # tied aliases are fine
+            for name, tensor in named_tensors(weights):
+                target = own.get(name)
+                if target is None:
+                    unknown.append(name)
+                    continue
+                if target.shape != tensor.shape:
+                    raise ValueError(
+                        f"update_weights: {name} has shape {tuple(tensor.shape)}, the model's is "
+                        f"{tuple(target.shape)}"
+                    )
+                if tensor.data_ptr() != target.data_ptr():
+                    target.copy_(tensor)
+                given.add(target.data_ptr())
+        if unknown:
+            raise ValueError(f"update_weights: unknown parameter names {sorted(unknown)[:5]}")
+        missing = [k for k, t in own.items() if t.data_ptr() not in given]
         if missing:
             raise ValueError(f"update_weights: missing parameters {sorted(missing)[:5]}")
 

@@ -23,14 +23,14 @@ import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 import vllm
 from packaging.version import Version
 
-from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, check_prompts
+from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, Weights, check_prompts, named_tensors
 
 logger = logging.getLogger(__name__)
 
@@ -122,14 +122,14 @@ class VLLMEngine(RolloutEngine):
         outputs = self.llm.generate(requests, sampling, use_tqdm=False)
         return [self._completion(c) for out in outputs for c in sorted(out.outputs, key=lambda c: c.index)]
 
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+    def update_weights(self, weights: Weights) -> None:
         """Write the weights to a safetensors file, load it in every worker, drop the prefix cache."""
         from safetensors.torch import save_file
 
         self.wake_up()
         path = os.path.join(self.weight_sync_dir, f"dapo-weights-{uuid.uuid4().hex}.safetensors")
         try:
-            save_file(_host_copy(state_dict), path)
+            save_file(_host_copy(weights), path)
             self.llm.collective_rpc("dapo_load_weights", args=(path,))
         finally:
             if os.path.exists(path):
@@ -205,11 +205,11 @@ class VLLMEngine(RolloutEngine):
         return Completion(token_ids, logprobs, _FINISH_REASONS[output.finish_reason])
 
 
-def _host_copy(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _host_copy(weights: Weights) -> dict[str, torch.Tensor]:
     """Contiguous host copies for safetensors, one per distinct tensor (tied aliases are sent once)."""
     seen: set[tuple[str, int, torch.dtype, tuple[int, ...]]] = set()
     out: dict[str, torch.Tensor] = {}
-    for name, tensor in state_dict.items():
+    for name, tensor in named_tensors(weights):
         key = (str(tensor.device), tensor.data_ptr(), tensor.dtype, tuple(tensor.shape))
         if key in seen:
             continue

@@ -98,3 +98,44 @@ def test_a_training_model_is_sampled_in_eval_mode_and_given_back_training(model)
 def test_an_empty_prompt_is_rejected(model):
     with pytest.raises(ValueError, match="prompt 1 is empty"):
         engine(model).generate([[1], []], GREEDY)
+
+
+def test_update_weights_streams_pairs_copying_each_before_taking_the_next(model):
+    import copy
+
+    target, source = copy.deepcopy(model), copy.deepcopy(model)
+    with torch.no_grad():
+        for p in source.parameters():
+            p.add_(1.0)
+    own = target.state_dict()
+    copied_before_next: list[bool] = []
+
+    def pairs():
+        previous = None
+        for name, tensor in source.state_dict().items():
+            if previous is not None:  # the engine asks for this pair only after storing the previous one
+                copied_before_next.append(torch.equal(own[previous[0]], previous[1]))
+            previous = (name, tensor)
+            yield name, tensor.clone()  # a fresh tensor per layer, like an FSDP gather
+
+    eng = engine(target)
+    eng.update_weights(pairs())
+    assert copied_before_next and all(copied_before_next)
+    for name, tensor in source.state_dict().items():
+        torch.testing.assert_close(own[name], tensor, rtol=0, atol=0)
+    assert run(eng) == run(engine(source))
+
+
+def test_update_weights_from_pairs_checks_names_shapes_and_completeness(model):
+    import copy
+
+    target = copy.deepcopy(model)
+    pairs = list(model.state_dict().items())
+    eng = engine(target)
+    with pytest.raises(ValueError, match=r"missing parameters \['lm_head.weight'\]"):
+        eng.update_weights((n, t) for n, t in pairs if n != "lm_head.weight")
+    with pytest.raises(ValueError, match="unknown parameter names"):
+        eng.update_weights(iter([*pairs, ("not.a.weight", torch.zeros(1))]))
+    with pytest.raises(ValueError, match=r"model.norm.weight has shape \(3,\), the model's is \(64,\)"):
+        eng.update_weights([*pairs[:-1], ("model.norm.weight", torch.zeros(3))])
+    eng.update_weights(pairs)  # every name once: accepted
