@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from catalog.paths import resolve
+from catalog.paths import PathError, check_data_path, check_model_path
 from celery import Task
 from celery.signals import worker_ready, worker_shutdown
 from config.celery import app
@@ -42,12 +42,24 @@ def run_dir(run: Run) -> Path:
 
 
 def resolved_config(run: Run) -> RunConfig:
-    """The run's config with its relative paths made absolute (from the repository root)."""
+    """The run's config with its paths made absolute (from the repository root), each checked again to lie
+    inside its roots right before the trainer opens it: a root narrowed, or a link swapped, since the run was
+    queued fails the run with the field's name instead of reading a file outside."""
     config = RunConfig.from_dict(run.config)
-    paths = {"model.path": config.model.path, "data.train_path": config.data.train_path}
-    if config.data.val_path:
-        paths["data.val_path"] = config.data.val_path
-    return config.with_overrides({name: str(resolve(p)) for name, p in paths.items()})
+    checks = {
+        "model.path": lambda: check_model_path(config.model.path),
+        "data.train_path": lambda: check_data_path(config.data.train_path, required=True),
+        "data.val_path": lambda: check_data_path(config.data.val_path, required=False),
+    }
+    paths: dict[str, str] = {}
+    for name, check in checks.items():
+        try:
+            resolved = check()
+        except PathError as e:
+            raise PathError(f"{name} {e}") from None
+        if resolved is not None:
+            paths[name] = str(resolved)
+    return config.with_overrides(paths)
 
 
 def load_runner() -> Callable[..., Any]:
@@ -145,9 +157,10 @@ def launch_run(self: Task, run_id: int) -> str:
     sink = PlatformSink(run, worker_id)
     with Heartbeat(run, worker_id, sink):
         try:
+            config = resolved_config(run)
             start = prepare_start(run, run_dir(run))
             result = load_runner()(
-                resolved_config(run), out_dir=run_dir(run), sinks=[sink], resume=start is not None,
+                config, out_dir=run_dir(run), sinks=[sink], resume=start is not None,
                 resume_from=start,
             )  # fmt: skip
         except DB_ERRORS:

@@ -45,10 +45,12 @@ def live_stack(demo, alice, settings, tmp_path, redis_url) -> str:  # noqa: F811
     from catalog.registry import register_dataset, register_model
 
     settings.DAPO_MODEL_ROOTS = [demo["root"]]
+    settings.DAPO_DATASET_ROOTS = [demo["root"]]
     register_model("demo-model", str(demo["model"]))
     register_dataset("demo-arithmetic", str(demo["train"]), str(demo["test"]))
     env = stack.environment(
-        tmp_path / "var", DAPO_MODEL_ROOTS=str(demo["root"]), DJANGO_ALLOWED_HOSTS="127.0.0.1"
+        tmp_path / "var", DAPO_MODEL_ROOTS=str(demo["root"]), DAPO_DATASET_ROOTS=str(demo["root"]),
+        DJANGO_ALLOWED_HOSTS="127.0.0.1",
     )
     port = stack.free_port()
     with stack.celery_worker(env, tmp_path / "celery.log"), stack.daphne(env, tmp_path / "daphne.log", port):

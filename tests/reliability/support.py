@@ -82,6 +82,7 @@ def worker_env(var: Path, **extra: str) -> dict[str, str]:
         "DAPO_LEASE_SECONDS": str(LEASE_SECONDS),
         "DAPO_REAPER_INTERVAL_S": str(REAPER_INTERVAL_S),
         "DAPO_MODEL_ROOTS": str(var),
+        "DAPO_DATASET_ROOTS": str(var),
         "FAKE_STEP_SECONDS": "0.1",
     }
     env = stack.environment(var, **defaults)

@@ -41,6 +41,7 @@ def worker(
         DAPO_RUNNER="tests.worker.fake_runner:run",
         DAPO_LEASE_SECONDS=str(LEASE_SECONDS),
         DAPO_MODEL_ROOTS=str(var),
+        DAPO_DATASET_ROOTS=str(var),
         FAKE_STEP_SECONDS="0.15",
     )
     with stack.celery_worker(env, var / "celery.log"):
