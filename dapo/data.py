@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dapo import jsonsafe
+
 DEFAULT_DATA_SOURCE = "math_dapo"
 """data_source given to rows that name none: the reward function that scores them (verl convention)."""
 DAPO_ABILITY = "MATH"
@@ -204,9 +206,12 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
             if not line.strip():
                 continue
             try:
-                yield line_number, json.loads(line)
+                row = jsonsafe.loads(line)
             except json.JSONDecodeError as exc:
                 raise DataError(f"{path}: row {line_number}: bad JSON ({exc.msg})") from exc
+            except jsonsafe.TooDeep as exc:
+                raise DataError(f"{path}: row {line_number}: {exc}") from None
+            yield line_number, row
 
 
 def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
@@ -223,6 +228,8 @@ def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}: bad JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from exc
+    except RecursionError:
+        raise DataError(f"{path}: nested deeper than Python's parser can read") from None
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a JSON list of rows, got {type(data).__name__}")
     yield from enumerate(data, start=1)
@@ -236,6 +243,9 @@ def _parse_row(path: Path, row_number: int, row: Any) -> tuple[list[dict], str, 
     where = f"{path}: row {row_number}"
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected an object, got {type(row).__name__}")
+    for column, value in row.items():
+        if jsonsafe.depth(value) >= jsonsafe.MAX_DEPTH:  # the row itself is one level more
+            raise DataError(f"{where}: column {column!r} is {jsonsafe.TooDeep(jsonsafe.MAX_DEPTH - 1)}")
     if "prompt" not in row or row["prompt"] is None:
         raise DataError(f"{where}: column 'prompt' is missing")
     messages = _parse_messages(where, row["prompt"])
