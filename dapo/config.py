@@ -304,6 +304,9 @@ class ExecutionConfig:
     """Ray: retries of a step whose actor died before the run fails."""
     torch_threads: int = 0
     """torch intra-op threads per process (0: leave torch's default)."""
+    gpu_memory_gb: float = 80.0
+    """Memory of one GPU in GiB: a GPU run whose memory plan (python -m dapo.train --plan) needs more is
+    refused at launch, naming the biggest term and the setting that lowers it."""
 
     def __post_init__(self) -> None:
         c = _Checks()
@@ -313,6 +316,7 @@ class ExecutionConfig:
         c.require(0.0 <= self.gpus_per_worker <= 64, "gpus_per_worker", "must be in [0, 64]")
         c.require(0 <= self.max_step_retries <= 100, "max_step_retries", "must be in [0, 100]")
         c.require(0 <= self.torch_threads <= 1024, "torch_threads", "must be in [0, 1024]")
+        c.require(0.0 < self.gpu_memory_gb <= 100_000, "gpu_memory_gb", "must be in (0, 100000]")
         c.done()
 
 

@@ -4,6 +4,7 @@
     python -m dapo.train --config run.json --out var/runs/x --set optim.lr=1e-5 --set rollout.n=4
     python -m dapo.train --out var/runs/demo --resume          # continue from the newest checkpoint
     python -m dapo.train --list-presets | --describe           # presets / every config field with its help
+    python -m dapo.train --config run.json --plan              # per-GPU memory plan (no weights loaded)
 
 Writes metrics.jsonl, samples.jsonl, events.jsonl, config.json and checkpoints/ under --out.
 Exit status: 0 succeeded, 1 the run failed, 2 bad arguments or config, 130 cancelled.
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dapo.config import ConfigError, RunConfig, describe_fields
+from dapo.memory_plan import PlanError, check_fits, estimate, read_model_config
 from dapo.presets import PRESETS, get_preset, preset_descriptions
 from dapo.report import Sink
 
@@ -60,6 +62,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--describe", action="store_true", help="list every config field with its help and exit")
     p.add_argument("--print-config", action="store_true", help="print the resolved config JSON and exit")
     p.add_argument("--reference", action="store_true", help="print the config reference (markdown) and exit")
+    p.add_argument("--plan", action="store_true", help="print the per-GPU memory plan (no weights) and exit")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p.parse_args(argv)
 
@@ -112,6 +115,20 @@ def markdown_reference() -> str:
     return "\n".join(lines) + "\n"
 
 
+def print_plan(config: RunConfig) -> int:
+    """``--plan``: the memory plan's table; exit status 2 when model.path has no usable config.json."""
+    model_config = read_model_config(config.model.path)
+    if model_config is None:
+        print(f"no config.json in model.path {config.model.path!r}: cannot plan", file=sys.stderr)
+        return 2
+    try:
+        print(estimate(config, model_config).table())
+    except PlanError as e:
+        print(f"cannot plan: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.list_presets:
@@ -133,6 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_config:
         print(config.to_json(indent=2))
         return 0
+    if args.plan:
+        return print_plan(config)
+    try:
+        check_fits(config, read_model_config(config.model.path))
+    except ConfigError as e:
+        print("invalid config:", *(f"  {k}: {v}" for k, v in e.errors.items()), sep="\n", file=sys.stderr)
+        return 2
     if args.out is None:
         print("--out DIR is required to train", file=sys.stderr)
         return 2
