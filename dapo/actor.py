@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,10 @@ class UpdateBatch:
 class PolicyActor:
     """Holds the policy, its rollout engine and optimiser; generates, scores log-probs and updates."""
 
-    def __init__(self, config: RunConfig, *, rank: int = 0, world_size: int = 1) -> None:
+    def __init__(
+        self, config: RunConfig, *, rank: int = 0, world_size: int = 1, learner: bool = True
+    ) -> None:
+        """``learner`` False: a rollout-only actor (Ray split mode), never sharded."""
         self.config = config
         self.rank, self.world_size = rank, world_size
         if config.execution.torch_threads:
@@ -61,10 +65,13 @@ class PolicyActor:
         self.model, self.tokenizer = load_policy(config.model, self.device)
         self.pad_id = int(self.tokenizer.pad_token_id)
         self.eos_ids = eos_token_ids(self.model, self.tokenizer)
+        self.fsdp = learner and config.execution.learner_strategy == "fsdp"
+        # A sharded model cannot generate: under FSDP the hf engine loads its own whole copy.
+        shares_model = config.rollout.engine != "vllm" and not self.fsdp
         self.engine = create_engine(
             config.rollout.engine,
             model_path=config.model.path,
-            model=self.model if config.rollout.engine != "vllm" else None,
+            model=self.model if shares_model else None,
             eos_token_ids=self.eos_ids,
             pad_token_id=self.pad_id,
             device=str(self.device),
@@ -73,7 +80,11 @@ class PolicyActor:
             **_engine_options(config),
         )
         self.train_module: torch.nn.Module = self.model
-        if world_size > 1:
+        if self.fsdp:
+            from dapo.fsdp import shard_model
+
+            shard_model(self.model, self.device, cpu_offload=config.execution.fsdp_cpu_offload)
+        elif world_size > 1:
             from torch.nn.parallel import DistributedDataParallel
 
             self.train_module = DistributedDataParallel(self.model)
@@ -195,26 +206,69 @@ class PolicyActor:
     # ---- state --------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        """Model and optimiser state, whole, in the unsharded format for every strategy. Under FSDP a
+        collective (every rank must call it): rank 0 gets the state, the other ranks empty dicts."""
+        if not self.fsdp:
+            return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        from dapo.fsdp import full_optimizer_state, full_state_dict
+
+        keep = self.rank == 0
+        return {
+            "model": full_state_dict(self.model, keep=keep),
+            "optimizer": full_optimizer_state(self.optimizer, keep=keep),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Load a whole state (any strategy's); under FSDP every rank loads it and keeps its slice."""
+        if self.fsdp:
+            from dapo.fsdp import load_full_optimizer_state, load_full_state
+
+            load_full_state(self.model, state["model"])
+            if "optimizer" in state:
+                load_full_optimizer_state(self.optimizer, state["optimizer"])
+            self.engine.update_weights(state["model"])
+            return
         self.model.load_state_dict(state["model"])
         if "optimizer" in state:
             self.optimizer.load_state_dict(state["optimizer"])
         self.engine.update_weights(self.model.state_dict())
 
+    def full_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """(name, whole tensor) of the model's state, gathered one tensor at a time under FSDP (a
+        collective: every rank must consume it to the end)."""
+        if not self.fsdp:
+            return iter(self.model.state_dict().items())
+        from dapo.fsdp import full_state
+
+        return full_state(self.model)
+
     def after_update(self) -> None:
-        """Hand the new weights to the rollout engine (a no-op when it shares the model)."""
-        self.engine.update_weights(self.model.state_dict())
+        """Hand the new weights to the rollout engine (a no-op when it shares the model); under FSDP they
+        are gathered and handed over one tensor at a time."""
+        self.engine.update_weights(self.full_weights())
 
     def save_pretrained(self, path: str | Path) -> None:
-        self.model.save_pretrained(path)
+        """A HuggingFace folder; under FSDP a collective, written by rank 0 only."""
+        if not self.fsdp:
+            self.model.save_pretrained(path)
+        else:
+            from dapo.fsdp import full_state_dict
+
+            state = full_state_dict(self.model, keep=self.rank == 0)
+            if self.rank != 0:
+                return
+            self.model.save_pretrained(path, state_dict=state)
         self.tokenizer.save_pretrained(path)
 
     def memory_stats(self) -> dict[str, float]:
+        """Peak accelerator memory, and the parameters, gradients and optimiser state this process holds
+        (its shards only, under FSDP)."""
+        from dapo.fsdp import learner_state_bytes
+
         stats = {"perf/max_memory_allocated_gb": 0.0}
         if self.device.type == "cuda":
             stats["perf/max_memory_allocated_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
+        stats["perf/learner_state_gb"] = sum(learner_state_bytes(self.model, self.optimizer).values()) / 2**30
         return stats
 
 

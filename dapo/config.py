@@ -307,9 +307,27 @@ class ExecutionConfig:
     gpu_memory_gb: float = 80.0
     """Memory of one GPU in GiB: a GPU run whose memory plan (python -m dapo.train --plan) needs more is
     refused at launch, naming the biggest term and the setting that lowers it."""
+    learner_strategy: Literal["ddp", "fsdp"] = "ddp"
+    """How learners hold the model. ddp: each a whole copy of weights, gradients and AdamW state (16 bytes
+    a parameter in fp32). fsdp: PyTorch FSDP2, each of W learners keeps 1/W of them, one unit per decoder
+    layer, bf16 compute with fp32 gradient reduction on GPU; needs backend ray (any learner count).
+    verl actor.strategy=fsdp2."""
+    fsdp_cpu_offload: bool = False
+    """fsdp: keep the parameter shards and the optimiser state in host memory, moved to the GPU per layer
+    as needed (slower, fits bigger models). verl fsdp_config.param_offload + optimizer_offload."""
 
     def __post_init__(self) -> None:
         c = _Checks()
+        c.require(
+            self.learner_strategy != "fsdp" or self.backend == "ray",
+            "learner_strategy",
+            "fsdp needs backend 'ray' (its learners join a process group); use backend='ray'",
+        )
+        c.require(
+            not self.fsdp_cpu_offload or self.learner_strategy == "fsdp",
+            "fsdp_cpu_offload",
+            "needs learner_strategy 'fsdp'",
+        )
         c.require(1 <= self.num_rollout_workers <= 4096, "num_rollout_workers", "must be in [1, 4096]")
         c.require(1 <= self.num_learner_workers <= 4096, "num_learner_workers", "must be in [1, 4096]")
         c.require(0.0 <= self.cpus_per_worker <= 1024, "cpus_per_worker", "must be in [0, 1024]")

@@ -32,6 +32,7 @@ from runs.models import Run, Status
 
 from dapo import checkpoint as ckpt
 from dapo.config import RunConfig
+from worker.export import export_model  # noqa: F401  (registers the "Export model" task)
 from worker.sink import DB_ERRORS, PlatformSink, drop_connection, with_db_retry
 
 log = logging.getLogger(__name__)

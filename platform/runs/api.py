@@ -7,6 +7,8 @@ POST /api/runs/<id>/cancel/          cancel (queued: at once; running: at the ne
 POST /api/runs/<id>/resume/          resume a failed or cancelled run from its last checkpoint
 GET  /api/runs/<id>/metrics/         ?names=a,b&min_step=&max_step=&max_points=
 GET  /api/runs/<id>/samples/         ?step=&split=&acc=&kept=&truncated=&q=&page=&page_size=
+POST /api/runs/<id>/export/          {"step"?: N, "name"?: "..."}: a checkpoint into the model catalog (202)
+GET  /api/runs/<id>/export/          the run's exports and their state (queued, running, done, failed)
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rest_framework.views import APIView
 
 from runs.configuring import build_config, shown, validate_name
 from runs.events import publish, status_event
+from runs.model_exports import ModelExport, request_export, steps_on_disk
 from runs.models import Run, Sample, Status
 from runs.series import list_row, metric_series
 
@@ -225,3 +228,55 @@ class RunSamples(generics.ListAPIView):
         if q := self.request.query_params.get("q", "").replace("\x00", "").strip():
             samples = samples.filter(Q(response__icontains=q) | Q(prompt__icontains=q) | Q(pred__icontains=q))
         return samples.order_by("-step", "split", "sample_index")
+
+
+class ExportRequestSerializer(serializers.Serializer):
+    """The body of POST /api/runs/<id>/export/; both fields optional."""
+
+    step = serializers.IntegerField(required=False, help_text="A checkpoint's step (default: the newest).")
+    name = serializers.CharField(required=False, help_text='Catalog name (default: "<run name> step <N>").')
+
+
+class ExportSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ModelExport
+        fields = ["id"]
+
+    def to_representation(self, export: ModelExport) -> dict[str, Any]:
+        return export.state()
+
+
+class RunExport(APIView):
+    """Export a checkpoint of a run you own as a HuggingFace folder registered in the model catalog."""
+
+    serializer_class = ExportSerializer
+
+    def get(self, request: Request, run_id: int) -> Response:
+        run = visible_run(request, run_id)
+        exports = [e.state() for e in run.model_exports.all()[:100]]
+        return Response({"run": run.pk, "steps_on_disk": steps_on_disk(run), "exports": exports})
+
+    @extend_schema(request=ExportRequestSerializer, responses={202: ExportSerializer})
+    def post(self, request: Request, run_id: int) -> Response:
+        run = visible_run(request, run_id)
+        body = request.data if isinstance(request.data, dict) else None
+        if body is None:
+            return Response({"detail": "the body must be a JSON object"}, status=status.HTTP_400_BAD_REQUEST)
+        unknown = sorted(str(k)[:100] for k in body if k not in ("step", "name"))
+        if unknown:
+            errors = {k: "unknown field; valid fields: step, name" for k in unknown}
+            return Response(
+                {"detail": "invalid export", "errors": errors}, status=status.HTTP_400_BAD_REQUEST
+            )
+        name = body.get("name")
+        if name is not None and not isinstance(name, str):
+            errors = {"name": f"must be a string, got {shown(name)}"}
+            return Response(
+                {"detail": "invalid export", "errors": errors}, status=status.HTTP_400_BAD_REQUEST
+            )
+        export, errors = request_export(run, request.user, step=body.get("step"), name=name)
+        if export is None:
+            return Response(
+                {"detail": "invalid export", "errors": errors}, status=status.HTTP_400_BAD_REQUEST
+            )
+        return Response(export.state(), status=status.HTTP_202_ACCEPTED)

@@ -12,4 +12,5 @@ urlpatterns = [
     path("runs/<int:run_id>/resume/", login_not_required(api.RunResume.as_view()), name="api-run-resume"),
     path("runs/<int:run_id>/metrics/", login_not_required(api.RunMetrics.as_view()), name="api-run-metrics"),
     path("runs/<int:run_id>/samples/", login_not_required(api.RunSamples.as_view()), name="api-run-samples"),
+    path("runs/<int:run_id>/export/", login_not_required(api.RunExport.as_view()), name="api-run-export"),
 ]

@@ -19,6 +19,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from runs import dispatch
+from runs.model_exports import ExportStatus, ModelExport
 from runs.records import Checkpoint, MetricPoint, Sample, clean_metrics
 
 if TYPE_CHECKING:
@@ -342,4 +343,15 @@ class Run(models.Model):
         }
 
 
-__all__ = ["Run", "Status", "FINAL", "LeaseLost", "MetricPoint", "Sample", "Checkpoint", "clean_metrics"]
+__all__ = [
+    "Run",
+    "Status",
+    "FINAL",
+    "LeaseLost",
+    "MetricPoint",
+    "Sample",
+    "Checkpoint",
+    "clean_metrics",
+    "ModelExport",
+    "ExportStatus",
+]

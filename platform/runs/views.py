@@ -15,6 +15,7 @@ from dapo.config import flatten
 from runs import forms
 from runs.configuring import build_config, validate_name
 from runs.events import publish, status_event
+from runs.model_exports import request_export, steps_on_disk
 from runs.models import Checkpoint, Run, Status
 from runs.series import PAGE_MAX_POINTS, list_row, metric_series, newest_samples
 
@@ -119,7 +120,23 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "samples": newest_samples(run),
     }
     context = {"run": run, "data": data, "config_json": run.config, "checkpoints": run.checkpoints.all()}
+    context |= {"export_steps": steps_on_disk(run), "exports": run.model_exports.all()[:20]}
     return render(request, "runs/detail.html", context)
+
+
+@require_POST
+def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run page's "Export model": queue an export of one of its checkpoints into the model catalog."""
+    run = _run_for(request, run_id)
+    step, name = request.POST.get("step", "").strip(), request.POST.get("name", "")
+    export, errors = request_export(run, request.user, step=step or None, name=name or None)
+    if export is None:
+        messages.error(request, "Not exported: " + "; ".join(f"{k}: {v}" for k, v in errors.items()))
+    else:
+        messages.info(
+            request, f"Exporting step {export.step} as {export.name!r}: it joins the model catalog when done."
+        )
+    return redirect("runs:detail", run_id=run.pk)
 
 
 @require_POST
