@@ -14,6 +14,7 @@ from catalog.paths import PathError, check_data_path, check_model_path
 
 from dapo.config import ConfigError, RunConfig, is_unicode, shown
 from dapo.presets import PRESETS, get_preset
+from runs.planning import memory_errors
 
 Errors = dict[str, str]
 
@@ -42,6 +43,7 @@ def build_config(
     except ConfigError as e:
         return None, e.errors
     errors = check_paths(cfg) | nul_errors(cfg.flat())
+    errors = errors or memory_errors(cfg)  # runs.planning: a GPU run must fit its declared GPU memory
     return (None, errors) if errors else (cfg, {})
 
 

@@ -1,12 +1,13 @@
 from django.urls import path
 
-from runs import compare, inspect, ladder, metrics_csv, views
+from runs import compare, inspect, ladder, metrics_csv, planning, views
 
 app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("new/", views.run_new, name="new"),
     path("new/ladder/", ladder.launch_ladder, name="ladder"),
+    path("new/plan/", planning.plan_data, name="plan"),
     path("compare/", compare.compare_page, name="compare"),
     path("compare/data/", compare.compare_data, name="compare-data"),
     path("compare/validation/", compare.compare_validation, name="compare-validation"),
@@ -16,6 +17,7 @@ urlpatterns = [
     path("<int:run_id>/", views.run_detail, name="detail"),
     path("<int:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("<int:run_id>/resume/", views.run_resume, name="resume"),
+    path("<int:run_id>/export/", views.run_export, name="export"),
     # the rollout inspector (runs.inspect; runs.sample_filter, sample_view, timeline and exports)
     path("<int:run_id>/samples/", inspect.samples_page, name="samples"),
     path("<int:run_id>/samples/data/", inspect.samples_data, name="samples-data"),

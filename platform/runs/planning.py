@@ -1,0 +1,75 @@
+"""The memory plan in the platform: the launch check of a run's config, and the plan beside the new-run form.
+
+``dapo.memory_plan`` (torch-free) estimates per-GPU memory from the config and the model's config.json;
+here the model folder is found (confined to the model roots, like the launch's path check) and read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from catalog.models import BaseModel
+from catalog.paths import PathError, check_model_path
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_POST
+
+from dapo.config import ConfigError, RunConfig
+from dapo.memory_plan import PlanError, check_fits, estimate, read_model_config
+from runs import forms
+
+Errors = dict[str, str]
+
+
+def memory_errors(cfg: RunConfig) -> Errors:
+    """{setting: message} when a GPU run cannot fit ``execution.gpu_memory_gb``; {} when it fits, runs
+    on the CPU, or its model folder has no plannable config.json (the path check reports a bad folder)."""
+    try:
+        model_config = read_model_config(check_model_path(cfg.model.path))
+    except (PathError, OSError, ValueError):
+        return {}
+    try:
+        check_fits(cfg, model_config)
+    except ConfigError as e:
+        return e.errors
+    return {}
+
+
+@require_POST
+def plan_data(request: HttpRequest) -> JsonResponse:
+    """The new-run form's fields (as posted) → {"plan": MemoryPlan.to_dict() | null, "reason": why not,
+    "checked": whether the launch enforces it (GPU runs)}. Always 200: the form shows the reason."""
+    values, errors = forms.parse_post(request.POST)
+    if errors:
+        return JsonResponse({"plan": None, "reason": "fix the fields marked in the form", "checked": False})
+    data: dict[str, Any] = forms.unflatten(values)
+    entry = BaseModel.objects.filter(pk=_int(request.POST.get("base_model"))).first()
+    if entry is not None:
+        data.setdefault("model", {})["path"] = entry.path
+    try:
+        cfg = RunConfig.from_dict(data)
+    except ConfigError as e:
+        return JsonResponse({"plan": None, "reason": _first(e.errors), "checked": False})
+    try:
+        model_config = read_model_config(check_model_path(cfg.model.path))
+    except (PathError, OSError, ValueError) as e:
+        return JsonResponse({"plan": None, "reason": f"model.path: {str(e)[:200]}", "checked": False})
+    if model_config is None:
+        return JsonResponse({"plan": None, "reason": "the model folder has no config.json", "checked": False})
+    try:
+        plan = estimate(cfg, model_config)
+    except PlanError as e:
+        return JsonResponse({"plan": None, "reason": str(e), "checked": False})
+    return JsonResponse({"plan": plan.to_dict(), "reason": "", "checked": cfg.model.device != "cpu"})
+
+
+def _first(errors: Errors) -> str:
+    name, message = next(iter(errors.items()))
+    return f"{name}: {message}"[:300]
+
+
+def _int(raw: Any) -> int | None:
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if 0 < value < 2**63 else None
