@@ -16,7 +16,7 @@ checkpoint's ``state.pt`` has the same keys and shapes for every strategy.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -30,10 +30,10 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
     inner = getattr(getattr(model, "model", None), "layers", None)
     if isinstance(inner, nn.ModuleList) and len(inner):
         return list(inner)
-    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList)]
+    lists = [list(m) for m in model.modules() if isinstance(m, nn.ModuleList)]
     if not lists:
         raise ValueError(f"FSDP: found no list of decoder layers in {type(model).__name__}")
-    return list(max(lists, key=len))
+    return max(lists, key=len)
 
 
 def shard_model(model: nn.Module, device: torch.device, *, cpu_offload: bool = False) -> nn.Module:
@@ -64,7 +64,9 @@ def _gather(value: torch.Tensor) -> torch.Tensor:
         return value.detach()
     mesh_device = value.device_mesh.device_type
     if value.device.type != mesh_device:  # offloaded shard: gather on the device the collectives use
-        value = value.to(mesh_device)
+        moved = value.to(mesh_device)
+        assert isinstance(moved, DTensor)
+        value = moved
     return value.full_tensor().detach()
 
 
@@ -183,6 +185,6 @@ def learner_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> d
     return {"params": _local_bytes(params), "grads": _local_bytes(grads), "optimizer": _local_bytes(moments)}
 
 
-def _local_bytes(tensors: list[torch.Tensor]) -> int:
+def _local_bytes(tensors: Sequence[torch.Tensor]) -> int:
     locals_ = [t.to_local() if isinstance(t, DTensor) else t for t in tensors]
     return sum(t.numel() * t.element_size() for t in locals_)
