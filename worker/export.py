@@ -1,15 +1,16 @@
 """The worker's side of "Export model": write a run's checkpoint as a HuggingFace folder under a model
 root (``dapo.export``) and register it in the catalog, so a new run or an evaluation can start from it.
 
-The folder is ``<export root>/run<id>-step<N>-<export id>``. The export root is
-``settings.DAPO_EXPORT_DIR`` when set, else ``exports/`` under the model root that lies inside
-``DAPO_VAR_DIR`` (``var/models`` by default), else under the last model root: the catalog only accepts
-model folders inside a model root.
+The folder is ``<export root>/run<id>-step<N>-<export id>``. The export root is the worker's
+``DAPO_EXPORT_DIR`` when set (a folder inside a model root), else ``exports/`` under the model root that
+lies inside ``DAPO_VAR_DIR`` (``var/models`` by default), else under the last model root: the catalog
+only accepts model folders inside a model root.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def export_root() -> Path:
-    configured = getattr(settings, "DAPO_EXPORT_DIR", None)
+    configured = getattr(settings, "DAPO_EXPORT_DIR", None) or os.environ.get("DAPO_EXPORT_DIR")
     if configured:
         return Path(configured)
     roots = [Path(r).resolve() for r in settings.DAPO_MODEL_ROOTS]
