@@ -24,6 +24,7 @@ import torch
 
 from dapo.config import RunConfig
 from dapo.loss import masked_mean, policy_loss
+from dapo.microbatch import PaddingCount, plan_micro_batches, split_to_count
 from dapo.modeling import eos_token_ids, load_policy, pack, resolve_device, response_logprobs
 from dapo.rollout import create_engine
 from dapo.rollout.base import Completion, SamplingParams
@@ -105,22 +106,44 @@ class PolicyActor:
     def compute_logprobs(
         self, prompts: list[list[int]], responses: list[list[int]]
     ) -> tuple[list[list[float]], list[list[float]]]:
-        """Old-policy log-probs and entropies of each response token, in micro-batches."""
+        """Old-policy log-probs and entropies of each response token, in micro-batches; in row order."""
         self.model.eval()
-        logps, ents = [], []
-        step = self.config.optim.micro_batch_size
-        for start in range(0, len(prompts), step):
-            batch = pack(
-                prompts[start : start + step], responses[start : start + step], self.pad_id, self.device
-            )
+        logps: list[list[float]] = [[] for _ in prompts]
+        ents: list[list[float]] = [[] for _ in prompts]
+        # Under FSDP every forward gathers weights: the learners run as many as the busiest one.
+        for idx in self._micro_batches(prompts, responses, agree=getattr(self, "fsdp", False)):
+            batch = pack([prompts[i] for i in idx], [responses[i] for i in idx], self.pad_id, self.device)
             logp, ent = response_logprobs(
-                self.model, batch, temperature=self.config.rollout.temperature, with_entropy=True
+                self.model,
+                batch,
+                temperature=self.config.rollout.temperature,
+                with_entropy=True,
+                chunk_tokens=self.config.optim.logprob_chunk_tokens,
             )
             assert ent is not None
-            for i, r in enumerate(responses[start : start + step]):
-                logps.append(logp[i, : len(r)].tolist())
-                ents.append(ent[i, : len(r)].tolist())
+            for j, i in enumerate(idx):
+                logps[i] = logp[j, : len(responses[i])].tolist()
+                ents[i] = ent[j, : len(responses[i])].tolist()
         return logps, ents
+
+    def _micro_batches(
+        self, prompts: list[list[int]], responses: list[list[int]], *, agree: bool
+    ) -> list[list[int]]:
+        """Row indices of each micro-batch (``dapo.microbatch``); ``agree``: as many micro-batches as the
+        learner with the most, so that every learner runs the same number of passes."""
+        o = self.config.optim
+        plan = plan_micro_batches(
+            [len(p) for p in prompts],
+            [len(r) for r in responses],
+            max_rows=o.micro_batch_size,
+            max_tokens=o.micro_batch_max_tokens,
+        )
+        # Row plans agree already (every learner has as many rows); token plans need the largest count.
+        if agree and o.micro_batch_max_tokens and self.world_size > 1 and torch.distributed.is_initialized():
+            count = torch.tensor([len(plan)], device=self.device)
+            torch.distributed.all_reduce(count, op=torch.distributed.ReduceOp.MAX)
+            plan = split_to_count(plan, int(count.item()))
+        return plan
 
     # ---- update -------------------------------------------------------------------------------
 
@@ -131,35 +154,48 @@ class PolicyActor:
     def update(self, batch: UpdateBatch) -> tuple[dict[str, float], dict[int, list[float]]]:
         """``epochs`` passes over the batch, one optimiser step per mini-batch (paper eq. 8).
 
-        Returns (metrics averaged over optimiser steps, {row: per-token ratio at its first update}).
+        Returns (metrics averaged over optimiser steps, {row: per-token ratio at its first update}), with
+        ``perf/padding_frac``: the padded share of the token slots of every micro-batch the update ran.
         """
         self.model.train()
         sums: dict[str, float] = defaultdict(float)
         counts: dict[str, int] = defaultdict(int)
         ratios: dict[int, list[float]] = {}
+        padding = PaddingCount()
         for _ in range(self.config.optim.epochs):
             for mb in sorted(set(batch.minibatch)):
                 rows = [i for i, m in enumerate(batch.minibatch) if m == mb]
-                metrics = self._minibatch_step(batch, mb, rows, ratios)
+                metrics = self._minibatch_step(batch, mb, rows, ratios, padding)
                 for k, v in metrics.items():
                     sums[k] += v
                     counts[k] += 1
-        return {k: sums[k] / counts[k] for k in sums}, ratios
+        return {**{k: sums[k] / counts[k] for k in sums}, "perf/padding_frac": padding.fraction}, ratios
 
     def _minibatch_step(
-        self, batch: UpdateBatch, mb: int, rows: list[int], ratios: dict[int, list[float]]
+        self,
+        batch: UpdateBatch,
+        mb: int,
+        rows: list[int],
+        ratios: dict[int, list[float]],
+        padding: PaddingCount,
     ) -> dict[str, float]:
-        a, step = self.config.algorithm, self.config.optim.micro_batch_size
+        a = self.config.algorithm
         self.optimizer.zero_grad(set_to_none=True)
         metrics: dict[str, float] = defaultdict(float)
         total_tokens = max(batch.minibatch_tokens[mb], 1)
-        for start in range(0, len(rows), step):
-            idx = rows[start : start + step]
+        prompts, responses = [batch.prompts[i] for i in rows], [batch.responses[i] for i in rows]
+        for local in self._micro_batches(prompts, responses, agree=True):
+            idx = [rows[j] for j in local]
+            padding.add([len(prompts[j]) for j in local], [len(responses[j]) for j in local])
             packed = pack(
-                [batch.prompts[i] for i in idx], [batch.responses[i] for i in idx], self.pad_id, self.device
+                [prompts[j] for j in local], [responses[j] for j in local], self.pad_id, self.device
             )
             logp, entropy = response_logprobs(
-                self.train_module, packed, temperature=self.config.rollout.temperature, with_entropy=True
+                self.train_module,
+                packed,
+                temperature=self.config.rollout.temperature,
+                with_entropy=True,
+                chunk_tokens=self.config.optim.logprob_chunk_tokens,
             )
             mask = packed.response_mask * torch.tensor(
                 [float(batch.loss_mask[i]) for i in idx], device=self.device

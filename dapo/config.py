@@ -222,6 +222,15 @@ class OptimConfig:
     micro_batch_size: int = 32
     """Sequences per forward/backward pass (gradient accumulation); does not change the result.
     verl ppo_micro_batch_size_per_gpu."""
+    micro_batch_max_tokens: int = 0
+    """Token budget of a forward/backward pass instead of a row count (0: off, micro_batch_size rows):
+    rows sorted by length are packed while rows x padded width (prompt + response) stays within it, so
+    similar lengths share a pass and padding drops; does not change the result. At least
+    data.max_prompt_length + rollout.max_response_length. verl use_dynamic_bsz +
+    ppo_max_token_len_per_gpu."""
+    logprob_chunk_tokens: int = 1024
+    """Response tokens per LM-head chunk when computing log-probs and entropy: the head's memory is
+    chunk x vocabulary (1024 x 151,936 fp32 logits: 0.6 GB); does not change the result."""
     epochs: int = 1
     """Passes over each rollout batch (paper 1). verl ppo_epochs."""
     total_steps: int = 60
@@ -240,6 +249,10 @@ class OptimConfig:
         c.require(0.0 < self.grad_clip <= 1e6, "grad_clip", "must be > 0")
         c.require(1 <= self.mini_batch_size <= 1_000_000, "mini_batch_size", "must be in [1, 1000000]")
         c.require(1 <= self.micro_batch_size <= 1_000_000, "micro_batch_size", "must be in [1, 1000000]")
+        c.require(0 <= self.micro_batch_max_tokens <= MAX_INT, "micro_batch_max_tokens", "must be >= 0")
+        c.require(
+            1 <= self.logprob_chunk_tokens <= 1_000_000, "logprob_chunk_tokens", "must be in [1, 1000000]"
+        )
         c.require(1 <= self.epochs <= 100, "epochs", "must be in [1, 100]")
         c.require(1 <= self.total_steps <= 10_000_000, "total_steps", "must be in [1, 10000000]")
         c.done()
@@ -389,6 +402,13 @@ class RunConfig:
             d.train_batch_size % o.mini_batch_size == 0,
             "optim.mini_batch_size",
             f"must divide data.train_batch_size ({d.train_batch_size}), got {o.mini_batch_size}",
+        )
+        longest = d.max_prompt_length + self.rollout.max_response_length
+        c.require(
+            o.micro_batch_max_tokens == 0 or o.micro_batch_max_tokens >= longest,
+            "optim.micro_batch_max_tokens",
+            f"must be 0 (off) or at least data.max_prompt_length + rollout.max_response_length ({longest}),"
+            f" got {o.micro_batch_max_tokens}",
         )
         c.require(
             not self.algorithm.dynamic_sampling or self.rollout.n >= 2,

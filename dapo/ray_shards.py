@@ -18,6 +18,8 @@ SEED_STRIDE = 104_729
 """A prime: shard seeds of one call never collide with the trainer's seeds of other steps or rounds."""
 REPLICATED_METRICS = ("actor/grad_norm", "actor/lr")
 """Metrics every learner computes identically (after DDP's all-reduce): taken from rank 0, not summed."""
+AVERAGED_METRICS = ("perf/padding_frac",)
+"""Per-learner fractions of the learner's own work: averaged over the learners, not summed."""
 
 
 def split_evenly(n: int, parts: int) -> list[range]:
@@ -85,7 +87,10 @@ def merge_updates(
     metrics: dict[str, float] = {}
     for key in results[0][0]:
         values = [m.get(key, 0.0) for m, _ in results]
-        metrics[key] = values[0] if key in REPLICATED_METRICS else sum(values)
+        if key in REPLICATED_METRICS:
+            metrics[key] = values[0]
+        else:
+            metrics[key] = sum(values) / (len(values) if key in AVERAGED_METRICS else 1)
     ratios: dict[int, list[float]] = {}
     for (_, shard_ratios), shard_rows in zip(results, rows, strict=True):
         for local, ratio in shard_ratios.items():

@@ -110,6 +110,29 @@ def test_two_learners_on_uneven_shards_update_like_one_process(assets, tmp_path)
     assert sums[0] == pytest.approx(checksum(local.actor.model), rel=1e-5)
 
 
+def test_two_learners_under_a_token_budget_update_like_one_process(assets, tmp_path) -> None:
+    """optim.micro_batch_max_tokens: each learner plans its own shard (4 rows of each 8-row mini-batch)
+    by the budget, so their plans can differ in count (here, in step 1's first mini-batch, 4 rows of 33
+    tokens fit one pass of 136 tokens, 35 + 35 + 35 + 30 need two); they run the largest (DDP all-reduces
+    in every backward) and the update equals the one-process update."""
+    base = tiny_config(assets, num_learner_workers=2, num_rollout_workers=1, colocate=False)
+    config = replace(base, optim=replace(base.optim, micro_batch_max_tokens=136))
+    local = LocalBackend(local_twin(config))
+    on_ray = RayBackend(config)
+    try:
+        local_sink, _ = fit(local_twin(config), tmp_path / "local", local)
+        ray_sink, _ = fit(config, tmp_path / "ray", on_ray)
+        sums = ray.get([a.weights_checksum.remote() for a in on_ray.learners])
+    finally:
+        on_ray.close()
+    for ours, theirs in zip(local_sink.reports, ray_sink.reports, strict=True):
+        assert [s.response for s in ours.samples] == [s.response for s in theirs.samples]
+        for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "actor/pg_clipfrac"):
+            assert theirs.metrics[key] == pytest.approx(ours.metrics[key], rel=1e-4, abs=1e-6), key
+        assert 0.0 < theirs.metrics["perf/padding_frac"] < 1.0
+    assert sums[0] == sums[1] == pytest.approx(checksum(local.actor.model), rel=1e-5)
+
+
 @pytest.mark.slow
 def test_the_run_finishes_when_a_rollout_worker_is_killed_mid_run(assets, tmp_path) -> None:
     config = tiny_config(assets, steps=3, num_rollout_workers=1, colocate=False, max_step_retries=2)
