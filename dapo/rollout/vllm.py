@@ -1,55 +1,82 @@
 """The vLLM rollout engine: the GPU production engine (imported only when the "vllm" engine is chosen).
 
-Targets vLLM 0.10.2 - 0.12 (the V1 engine; `vllm.LLM` offline API). What it relies on, all documented API:
+Supports vLLM 0.33.x (`SUPPORTED_VLLM`; requirements-gpu.lock pins 0.33.0, the V1 engine and its
+`vllm.LLM` offline API); any other installed release fails at construction with its version in the
+message. What it relies on, all public API of 0.33:
 - `LLM(model, tensor_parallel_size, gpu_memory_utilization, enforce_eager, dtype, seed, enable_sleep_mode,
   worker_extension_cls, logprobs_mode)`; `LLM.generate(list of TokensPrompt dicts, list of SamplingParams)`;
 - `SamplingParams(n, temperature, top_p, top_k, max_tokens, logprobs=0, seed, stop_token_ids, detokenize)`;
-- weight sync through `LLM.collective_rpc(method_name, args)`, calling a method of our worker extension
-  class (vLLM mixes it into every worker), which feeds `worker.model_runner.model.load_weights(...)` —
-  the path of vLLM's own RLHF examples, independent of executor internals (`driver_worker` differs per
-  version and does not exist in the worker processes of V1). Tensors cannot travel through V1's untyped
-  RPC decoder, so the state dict goes through a safetensors file (in /dev/shm by default) and only its
-  path travels; every worker of the node reads it and `load_weights` shards it for tensor parallelism;
-- `LLM.sleep(level=1)` / `LLM.wake_up()` (needs enable_sleep_mode=True) and `LLM.reset_prefix_cache()`
-  after new weights, so no prefix computed with old weights is reused.
-Log-probs: with vLLM >= 0.10.2 we ask for logprobs_mode="processed_logprobs", i.e. log softmax(logits / T)
-as the interface wants, exact whenever top-k/top-p are off (training); with truncation vLLM renormalises
-over the kept tokens. Greedy (T=0 or top_k=1) runs as vLLM greedy: log-probs of temperature 1.
+  finish reasons "stop" and "length" (ours: "eos", "length"); "abort", "error" and "repetition" fail the
+  call with the reason in the message;
+- weight sync through `LLM.collective_rpc(method_name, args)` calling our worker extension (vLLM mixes it
+  into every worker), which hands an iterator to `Worker.reload_weights(weights_iterator=...,
+  is_checkpoint_format=True)`: vLLM's wrapped reload (its layer-wise reload lifecycle in the worker's
+  config context, so post-processed and quantised layers are rebuilt as at load time). The iterator
+  reads the tensors from a Unix socket as this process sends them, one at a time (`weight_stream.py`):
+  no model-sized file, no /dev/shm, no whole second copy anywhere; an FSDP learner's layers are sent as
+  they are gathered. Control travels through vLLM's RPC (socket path and token), data beside it;
+- `LLM.sleep(level=1)` / `LLM.wake_up(tags)` (needs enable_sleep_mode=True): a weight update wakes the
+  weights only, the next `generate` the KV cache; `LLM.reset_prefix_cache()` after new weights, so no
+  prefix computed with old weights is reused.
+Log-probs: logprobs_mode="processed_logprobs", i.e. log softmax(logits / T) as the interface wants, exact
+whenever top-k/top-p are off (training); with truncation vLLM renormalises over the kept tokens. Greedy
+(T=0 or top_k=1) runs as vLLM greedy: log-probs of temperature 1.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
-import uuid
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
 import vllm
 from packaging.version import Version
 
+from dapo.rollout import weight_stream
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, Weights, check_prompts, named_tensors
 
 logger = logging.getLogger(__name__)
 
+SUPPORTED_VLLM = ("0.33",)
+"""The vLLM releases (major.minor) this engine supports; requirements-gpu.lock pins one of them."""
 WORKER_EXTENSION = f"{__name__}.WeightSyncExtension"
-_FINISH_REASONS = {"stop": "eos", "length": "length"}  # vLLM finish_reason -> ours ("abort" is an error)
+_FINISH_REASONS = {"stop": "eos", "length": "length"}  # vLLM finish_reason -> ours; others are errors
+
+
+def check_version(version: str) -> None:
+    """Raise RuntimeError, naming `version`, unless it is a release of SUPPORTED_VLLM."""
+    parsed = Version(version)
+    if f"{parsed.major}.{parsed.minor}" not in SUPPORTED_VLLM:
+        supported = ", ".join(f"{v}.x" for v in SUPPORTED_VLLM)
+        raise RuntimeError(
+            f"vLLM {version} is installed, but the vllm engine supports vLLM {supported} only: install the "
+            "GPU lock (`pip install -r requirements-gpu.lock`, README.md 'vLLM on GPUs')"
+        )
 
 
 class WeightSyncExtension:
     """Mixed into every vLLM worker via `worker_extension_cls`; `self` is the worker."""
 
-    def dapo_load_weights(self, path: str) -> None:
-        """Stream the tensors of a safetensors file into the worker's model (HF parameter names)."""
-        from safetensors import safe_open
+    def dapo_reload_weights(self, path: str, token: str) -> int:
+        """Reload the model from the weight stream at `path` through vLLM's wrapped reload; returns the
+        number of tensors received (the sender checks it)."""
+        device = getattr(self, "device", "cpu")
+        stream = weight_stream.receive(path, token, device)
+        received = 0
 
-        runner = self.model_runner  # type: ignore[attr-defined]
-        model = runner.get_model() if hasattr(runner, "get_model") else runner.model  # unwraps CUDA graphs
-        device = str(getattr(self, "device", "cpu"))
-        with safe_open(path, framework="pt", device=device) as f:
-            model.load_weights(weights=((name, f.get_tensor(name)) for name in f.keys()))
+        def counted() -> Iterator[tuple[str, torch.Tensor]]:
+            nonlocal received
+            for pair in stream:
+                received += 1
+                yield pair
+
+        try:
+            self.reload_weights(weights_iterator=counted(), is_checkpoint_format=True)  # type: ignore[attr-defined]
+        finally:
+            stream.close()  # hang up at once, also on an error: the sender must not wait on us
+        return received
 
 
 class VLLMEngine(RolloutEngine):
@@ -64,7 +91,6 @@ class VLLMEngine(RolloutEngine):
         dtype: weight/activation dtype ("bfloat16" in production; "auto", "float16", "float32").
         seed: vLLM's global seed (used by calls without a seed).
         tensor_parallel_size, gpu_memory_utilization, enforce_eager, enable_sleep_mode: as vllm.LLM.
-        weight_sync_dir: where update_weights writes its file (default /dev/shm, else the temp dir).
         llm_kwargs: further vllm.LLM arguments (max_model_len, skip_tokenizer_init, ...).
     """
 
@@ -84,9 +110,9 @@ class VLLMEngine(RolloutEngine):
         gpu_memory_utilization: float = 0.5,
         enforce_eager: bool = False,
         enable_sleep_mode: bool = False,
-        weight_sync_dir: str | None = None,
         **llm_kwargs: Any,
     ) -> None:
+        check_version(vllm.__version__)
         if model is not None or model_path is None:
             raise ValueError("the vllm engine loads `model_path` itself; pass model=None and sync weights")
         if not eos_token_ids:
@@ -94,13 +120,8 @@ class VLLMEngine(RolloutEngine):
         self.eos_token_ids = sorted(set(int(t) for t in eos_token_ids))
         self.pad_token_id = int(pad_token_id)
         self.enable_sleep_mode = enable_sleep_mode
-        self.weight_sync_dir = weight_sync_dir or (
-            "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-        )
-        if Version(vllm.__version__) >= Version("0.10.2"):
-            llm_kwargs.setdefault("logprobs_mode", "processed_logprobs")
-        else:
-            logger.warning("vLLM %s < 0.10.2: log-probs are those of temperature 1", vllm.__version__)
+        self.workers = tensor_parallel_size * int(llm_kwargs.get("pipeline_parallel_size", 1))
+        llm_kwargs.setdefault("logprobs_mode", "processed_logprobs")
         self.llm = vllm.LLM(
             model=model_path,
             tensor_parallel_size=tensor_parallel_size,
@@ -112,7 +133,9 @@ class VLLMEngine(RolloutEngine):
             worker_extension_cls=WORKER_EXTENSION,
             **llm_kwargs,
         )
-        self._asleep = False
+        self._asleep: set[str] = set()  # the sleeping memory tags ("weights", "kv_cache")
+        self.last_sync: weight_stream.SendStats | None = None
+        """What the last update_weights sent: tensors, bytes, seconds (for benchmarks and logs)."""
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
         """See `RolloutEngine.generate`: one vLLM call for the whole batch, outputs in input order."""
@@ -123,18 +146,39 @@ class VLLMEngine(RolloutEngine):
         return [self._completion(c) for out in outputs for c in sorted(out.outputs, key=lambda c: c.index)]
 
     def update_weights(self, weights: Weights) -> None:
-        """Write the weights to a safetensors file, load it in every worker, drop the prefix cache."""
-        from safetensors.torch import save_file
+        """Stream the weights into every worker's `reload_weights`, then drop the prefix cache.
 
-        self.wake_up()
-        path = os.path.join(self.weight_sync_dir, f"dapo-weights-{uuid.uuid4().hex}.safetensors")
-        try:
-            save_file(_host_copy(weights), path)
-            self.llm.collective_rpc("dapo_load_weights", args=(path,))
-        finally:
-            if os.path.exists(path):
-                os.unlink(path)
+        The RPC runs in a helper thread while this thread sends (an FSDP learner's gathers stay on the
+        caller's thread). Tied aliases of a state dict are sent once (vLLM ties them itself).
+        """
+        self._wake({"weights"})
+        outcome: dict[str, Any] = {}
+
+        def rpc(address: tuple[str, str]) -> None:
+            try:
+                outcome["counts"] = self.llm.collective_rpc("dapo_reload_weights", args=address)
+            except BaseException as exc:  # re-raised on the caller's thread
+                outcome["error"] = exc
+
+        with weight_stream.WeightSender() as sender:
+            thread = threading.Thread(target=rpc, args=(sender.address,), name="vllm-reload", daemon=True)
+            thread.start()
+            try:
+                stats = sender.send(_distinct(weights), self.workers, keep_waiting=thread.is_alive)
+            except (OSError, ConnectionError) as exc:
+                thread.join()
+                raise RuntimeError(f"weight sync failed: {outcome.get('error') or exc}") from exc
+            thread.join()
+        if "error" in outcome:
+            raise RuntimeError(f"weight sync failed in vLLM's reload_weights: {outcome['error']}")
+        counts = list(outcome["counts"])
+        if counts != [stats.tensors] * self.workers:
+            raise RuntimeError(f"weight sync: sent {stats.tensors} tensors, the workers received {counts}")
         self.llm.reset_prefix_cache()
+        self.last_sync = stats
+        logger.debug(
+            "weight sync: %d tensors, %.0f MB in %.2f s", stats.tensors, stats.bytes / 1e6, stats.seconds
+        )
 
     def sleep(self) -> None:
         """Offload weights to host memory and free the KV cache (vLLM sleep level 1)."""
@@ -143,13 +187,21 @@ class VLLMEngine(RolloutEngine):
             return
         if not self._asleep:
             self.llm.sleep(level=1)
-            self._asleep = True
+            self._asleep = {"weights", "kv_cache"}
 
     def wake_up(self) -> None:
-        """Reload the weights and KV cache after `sleep` (no-op when awake)."""
+        """Reload what `sleep` released (no-op when awake)."""
         if self._asleep:
-            self.llm.wake_up()
-            self._asleep = False
+            self.llm.wake_up()  # every tag: vLLM needs a full wake before it serves requests
+            self._asleep = set()
+
+    def _wake(self, tags: set[str]) -> None:
+        """Wake the sleeping memory among `tags` only (the weights before a reload: the KV cache stays
+        released until the next generate)."""
+        waking = self._asleep & tags
+        if waking:
+            self.llm.wake_up(tags=sorted(waking))
+            self._asleep -= waking
 
     def close(self) -> None:
         """Shut the engine core (and its worker processes) down and release GPU memory; idempotent."""
@@ -165,7 +217,7 @@ class VLLMEngine(RolloutEngine):
     def _requests(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> tuple[list, list]:
         """(TokensPrompt dicts, vllm.SamplingParams) with one entry per request, prompt-major.
 
-        Greedy runs as n copies of each prompt with n=1 (some vLLM versions reject n > 1 when greedy).
+        Greedy runs as n copies of each prompt with n=1 (vLLM rejects n > 1 when greedy).
         A call seed s gives request i the seed s + i * n; vLLM seeds sample j of a request with
         seed + j, so every sample of the call has its own stream.
         """
@@ -199,20 +251,27 @@ class VLLMEngine(RolloutEngine):
     def _completion(output: Any) -> Completion:
         """vllm CompletionOutput -> Completion (the sampled token's log-prob from each step's dict)."""
         if output.finish_reason not in _FINISH_REASONS:
-            raise RuntimeError(f"vLLM request ended with finish_reason={output.finish_reason!r}")
+            raise RuntimeError(
+                f"vLLM request ended with finish_reason={output.finish_reason!r} after "
+                f"{len(output.token_ids)} tokens (only 'stop' and 'length' make a sample)"
+            )
         token_ids = [int(t) for t in output.token_ids]
         logprobs = [float(step[t].logprob) for step, t in zip(output.logprobs, token_ids, strict=True)]
         return Completion(token_ids, logprobs, _FINISH_REASONS[output.finish_reason])
 
 
-def _host_copy(weights: Weights) -> dict[str, torch.Tensor]:
-    """Contiguous host copies for safetensors, one per distinct tensor (tied aliases are sent once)."""
+def _distinct(weights: Weights) -> Iterator[tuple[str, torch.Tensor]]:
+    """The pairs of `weights`, a state dict's tied aliases (same storage, dtype and shape) once only.
+
+    Only a state dict is filtered: its tensors are all alive, whereas a stream may free a tensor and
+    reuse its memory for the next, which would look like an alias.
+    """
+    if not isinstance(weights, Mapping):
+        yield from named_tensors(weights)
+        return
     seen: set[tuple[str, int, torch.dtype, tuple[int, ...]]] = set()
-    out: dict[str, torch.Tensor] = {}
-    for name, tensor in named_tensors(weights):
+    for name, tensor in weights.items():
         key = (str(tensor.device), tensor.data_ptr(), tensor.dtype, tuple(tensor.shape))
-        if key in seen:
-            continue
-        seen.add(key)
-        out[name] = tensor.detach().to("cpu", copy=True).contiguous()
-    return out
+        if key not in seen:
+            seen.add(key)
+            yield name, tensor

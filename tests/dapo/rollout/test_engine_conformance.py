@@ -213,3 +213,22 @@ def test_it_generates_again_after_sleep_and_wake_up(case, model_and_eos):
     engine.wake_up()
     out = engine.generate(PROMPTS[:1], SamplingParams(top_k=1, max_new_tokens=6))
     assert out[0].token_ids == reference_greedy(model, PROMPTS[0], 6, eos)
+
+
+def test_update_weights_takes_streamed_pairs_also_while_asleep(case, model_and_eos):
+    """The colocated hand-over: the engine sleeps while the learner trains, then receives the new weights
+    one (name, tensor) pair at a time, as an FSDP learner gathers them, and generates with them."""
+    _, engine = case
+    model, eos = model_and_eos
+    other = build_model(seed=2)
+    greedy = SamplingParams(top_k=1, max_new_tokens=6)
+    try:
+        engine.sleep()
+        engine.update_weights((name, tensor.clone()) for name, tensor in other.state_dict().items())
+        after = [c.token_ids for c in engine.generate(PROMPTS, greedy)]
+        assert after == [reference_greedy(other, p, 6, eos) for p in PROMPTS]
+    finally:
+        engine.update_weights(iter(model.state_dict().items()))
+    assert [c.token_ids for c in engine.generate(PROMPTS, greedy)] == [
+        reference_greedy(model, p, 6, eos) for p in PROMPTS
+    ]
