@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -77,6 +78,8 @@ DAPO_MAX_UPLOAD_MB = env_int("DAPO_MAX_UPLOAD_MB", 512)
 """Largest dataset file an upload may send; the upload stops (and is deleted) as soon as it passes this."""
 if DAPO_MAX_UPLOAD_MB < 1:
     raise ImproperlyConfigured(f"DAPO_MAX_UPLOAD_MB must be at least 1, got {DAPO_MAX_UPLOAD_MB}")
+DAPO_API_MAX_BODY_BYTES = env_int("DAPO_API_MAX_BODY_BYTES", 1_048_576)
+"""Largest JSON body the API reads (a run's whole config is a few kB); larger bodies get 413."""
 DAPO_RUNNER = env_str("DAPO_RUNNER", "dapo.runner:run")
 """module:function of the trainer entry point the worker calls (a custom trainer can be plugged in)."""
 DAPO_LEASE_SECONDS = env_int("DAPO_LEASE_SECONDS", 120)
@@ -101,6 +104,7 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "rest_framework.authtoken",
+    "axes",
     *(["drf_spectacular"] if HAS_SPECTACULAR else []),
     "catalog",
     "runs",
@@ -117,6 +121,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes requires: turns a lockout into its response
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -168,6 +173,23 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked account or address before the password
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login throttling (django-axes): every password login (the login page, /admin/login/) counts its failures
+# per account AND per client address; either one reaching the limit locks further attempts for the cool-off,
+# even with the right password. A success clears the counters of its account and address.
+AXES_FAILURE_LIMIT = env_int("DAPO_LOGIN_FAILURE_LIMIT", 5)
+"""Wrong passwords in a row, per account and per address, before logins are refused."""
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("DAPO_LOGIN_COOLOFF_MINUTES", 15))
+"""How long a locked account or address waits; `manage.py axes_reset` (or the admin) unlocks at once."""
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "runs.account.locked_out"
+AXES_VERBOSE = False
+if AXES_FAILURE_LIMIT < 1:
+    raise ImproperlyConfigured(f"DAPO_LOGIN_FAILURE_LIMIT must be at least 1, got {AXES_FAILURE_LIMIT}")
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
@@ -254,6 +276,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["runs.parsers.BoundedJSONParser"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     **({"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"} if HAS_SPECTACULAR else {}),
@@ -263,6 +286,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Create, watch and cancel DAPO runs; read their metrics and samples.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema is an API endpoint like the others: a session or a token, else 401.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
 }
 
 LOGGING = {
@@ -270,4 +295,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("DJANGO_LOG_LEVEL", "INFO")},
+    # django-axes logs every login at INFO; lockouts come at WARNING, which is what an operator needs.
+    "loggers": {"axes": {"level": env_str("DAPO_AXES_LOG_LEVEL", "WARNING")}},
 }

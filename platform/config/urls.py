@@ -18,6 +18,8 @@ urlpatterns = [
 if settings.HAS_SPECTACULAR:
     from drf_spectacular.views import SpectacularAPIView
 
+    # login_not_required: the login page's redirect is for browsers; DRF checks the session or the token
+    # itself and answers 401 (SPECTACULAR_SETTINGS["SERVE_PERMISSIONS"]), as every other API endpoint does.
     urlpatterns.append(
         path("api/schema/", login_not_required(SpectacularAPIView.as_view()), name="api-schema")
     )

@@ -19,7 +19,7 @@ def isolated_settings(settings: Any, tmp_path: Path) -> None:
     settings.DAPO_VAR_DIR = tmp_path / "var"
     settings.DAPO_RUNS_DIR = tmp_path / "var" / "runs"
     settings.DAPO_MODEL_ROOTS = [tmp_path / "models"]
-    settings.DAPO_DATASET_ROOTS = [tmp_path / "data"]  # make_fake_assets' files; uploads are allowed anyway
+    settings.DAPO_DATASET_ROOTS = [tmp_path]  # where tests write their data files; uploads are allowed anyway
 
 
 @pytest.fixture

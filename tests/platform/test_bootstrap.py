@@ -37,6 +37,7 @@ def demo_repo(tmp_path: Path, settings) -> Path:
     pq.write_table(table.slice(0, 1), data / "test.parquet")
     settings.BASE_DIR = tmp_path
     settings.DAPO_MODEL_ROOTS = [tmp_path / "assets"]
+    settings.DAPO_DATASET_ROOTS = [tmp_path / "assets"]
     return tmp_path
 
 

@@ -137,9 +137,7 @@
     yaxis: { gridcolor: "#eef2f7", zeroline: false, tickformat: ".3~g", automargin: true },
     paper_bgcolor: "#fff", plot_bgcolor: "#fff", hoverlabel: { namelength: 40 },
   };
-  function escape(text) { // Plotly reads hover text as a little HTML: a run's name must stay text
-    return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-  }
+  const escape = window.dapoPlotText; // plot_text.js: a run's name must stay text in plotly's labels
   function rgba(hex, a) {
     const n = parseInt(hex.slice(1), 16);
     return `rgba(${n >> 16}, ${(n >> 8) & 255}, ${n & 255}, ${a})`;
@@ -154,7 +152,7 @@
         return { run: r, steps: s.steps, values: s.values, smoothed: ema(s.values, w), x: xOf(String(r.id), s.steps) };
       });
       if (!members.length) continue;
-      const line = { type: "scatter", mode: "lines", line: { color: g.color, dash: g.dash, width: 1.8 }, name: g.name,
+      const line = { type: "scatter", mode: "lines", line: { color: g.color, dash: g.dash, width: 1.8 }, name: escape(g.name),
         hovertemplate: `%{y:.4g}<extra>${escape(g.name)}</extra>` };
       if (members.length === 1) {
         const m = members[0], few = m.steps.length < 30;

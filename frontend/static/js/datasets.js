@@ -54,7 +54,7 @@
     xaxis: { gridcolor: "#eef2f7", zeroline: false }, yaxis: { gridcolor: "#eef2f7", zeroline: false },
   };
   const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
-  const plain = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  const plain = window.dapoPlotText; // plot_text.js
   const short = (s, n) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
   const title = (text) => ({ text: plain(text), font: { size: 12 }, x: 0.02 });
 

@@ -329,7 +329,7 @@
     const COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#65a30d"];
     const traces = data.series.map((s, i) => ({
       x: s.steps, y: s.rates, type: "scatter", mode: s.steps.length > 40 ? "lines" : "lines+markers",
-      name: `${s.this ? "this run" : `#${s.run} ${s.name}`} · ${s.split === "val" ? "validation" : "train"}`,
+      name: window.dapoPlotText(`${s.this ? "this run" : `#${s.run} ${s.name}`} · ${s.split === "val" ? "validation" : "train"}`),
       line: { width: s.this ? 2.4 : 1.3, dash: s.split === "val" ? "dot" : "solid", color: COLORS[i % COLORS.length] },
       opacity: s.this ? 1 : 0.75, marker: { size: 5 },
       customdata: s.n.map((n, j) => [s.correct[j], n]),
