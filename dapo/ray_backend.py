@@ -2,9 +2,11 @@
 
 Who does what (``config.execution``):
   * learners: ``num_learner_workers`` actors, each a ``PolicyActor`` in one torch.distributed group (gloo on
-    CPU, nccl on GPU) that wraps the model in DDP. ``update`` hands each learner a contiguous shard of every
-    mini-batch with the mini-batch's GLOBAL token and sequence counts, so the step equals the one-process
-    update (the exact global token mean). Learners also compute the old-policy log-probs.
+    CPU, nccl on GPU) that wraps the model in DDP, or shards it with FSDP2 (``learner_strategy``; then
+    exporting the state, saving and log-prob forwards are collectives, asked of every learner).
+    ``update`` hands each learner a contiguous shard of every mini-batch with the mini-batch's GLOBAL
+    token and sequence counts, so the step equals the one-process update (the exact global token mean).
+    Learners also compute the old-policy log-probs.
   * generation: ``colocate`` on -> the learners generate with their own weights (verl's hybrid engine);
     off -> ``num_rollout_workers`` separate actors, which receive the learner's weights after each update
     (one object in Ray's object store, loaded by every rollout worker).
@@ -41,7 +43,7 @@ from dapo.ray_cluster import (
     reserve,
     worker_bundle,
 )
-from dapo.ray_shards import merge_updates, shard_seed, shard_update, split_evenly
+from dapo.ray_shards import logprob_shards, merge_updates, shard_seed, shard_update, split_evenly
 from dapo.ray_worker import PolicyWorker, WorkerNotReady, from_wire, score_chunk, to_wire
 from dapo.rollout.base import Completion, SamplingParams
 
@@ -78,6 +80,8 @@ class RayBackend:
         self._optim: Any = None  # ObjectRef of the matching optimiser state
         self._broadcast: Any = None  # the weights the rollout workers hold
         self._memory: dict[str, float] | None = None
+        self._sharded = self.config.execution.learner_strategy == "fsdp"
+        """FSDP learners: exporting the state, saving and scoring are collectives over all of them."""
         self._groups: dict[str, Any] = {}
         self.learners: list[Any] = []
         self.rollouts: list[Any] = []
@@ -113,11 +117,12 @@ class RayBackend:
         self, prompts: list[list[int]], responses: list[list[int]]
     ) -> tuple[list[list[float]], list[list[float]]]:
         def once() -> tuple[list[list[float]], list[list[float]]]:
-            ranges = [r for r in split_evenly(len(prompts), len(self.learners)) if len(r)]
-            calls = [(a, "compute_logprobs", prompts[r.start : r.stop], responses[r.start : r.stop])
-                     for a, r in zip(self.learners, ranges, strict=False)]  # fmt: skip
-            parts = self._on_learners(calls)
-            return [x for lp, _ in parts for x in lp], [x for _, ent in parts for x in ent]
+            shards = logprob_shards(len(prompts), len(self.learners), even=self._sharded)
+            calls = [(a, "compute_logprobs", [prompts[i] for i in rows], [responses[i] for i in rows])
+                     for a, (rows, _) in zip(self.learners, shards, strict=False)]  # fmt: skip
+            parts = zip(self._on_learners(calls), shards, strict=True)
+            kept = [(lp[:real], ent[:real]) for (lp, ent), (_, real) in parts]  # padding rows dropped
+            return [x for lp, _ in kept for x in lp], [x for _, ent in kept for x in ent]
 
         return self._retry("compute_logprobs", once, self._rebuild_learners)
 
@@ -130,7 +135,9 @@ class RayBackend:
         def once() -> tuple[dict[str, float], dict[int, list[float]]]:
             shards = shard_update(batch, len(self.learners))
             refs = [
-                actor.train.options(num_returns=3).remote(shard, self._lr, colocate, keep and rank == 0)
+                actor.train.options(num_returns=3).remote(
+                    shard, self._lr, colocate, keep and (rank == 0 or self._sharded)
+                )
                 for rank, (actor, (shard, _)) in enumerate(zip(self.learners, shards, strict=True))
             ]
             results = self._collect([r[0] for r in refs], "update")
@@ -155,7 +162,10 @@ class RayBackend:
         def once() -> dict[str, Any]:
             refs = [self._weights, self._optim]
             if self._weights is None or self._optim is None:
-                refs = self.learners[0].export_state.options(num_returns=2).remote()
+                askees = self.learners if self._sharded else self.learners[:1]
+                every = [a.export_state.options(num_returns=2).remote() for a in askees]
+                self._get_all([ref for pair in every for ref in pair])
+                refs = every[0]
             model, optim = self._get_all(refs)
             return {"model": from_wire(model), "optimizer": from_wire(optim)}
 
@@ -169,7 +179,8 @@ class RayBackend:
             self._retry("load_state_dict", self._broadcast_weights, self._restore_rollouts)
 
     def save_pretrained(self, path: str | Path) -> None:
-        files = self._ray.get(self.learners[0].pretrained_files.remote())
+        askees = self.learners if self._sharded else self.learners[:1]
+        files = self._get_all([a.pretrained_files.remote() for a in askees])[0]
         for name, content in files.items():
             target = Path(path) / name
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -233,7 +244,8 @@ class RayBackend:
         # Learners are never restarted by Ray: a restarted rank could not rejoin the old process group.
         actors = [self._spawn("learner", i, max_restarts=0) for i in range(n)]
         try:
-            master = self._ray.get(actors[0].rendezvous.remote()) if n > 1 else None
+            grouped = n > 1 or self._sharded  # FSDP needs a process group even for one learner
+            master = self._ray.get(actors[0].rendezvous.remote()) if grouped else None
             self._get_all([a.setup.remote(rank, n, master) for rank, a in enumerate(actors)])
             self._load_newest_state(actors)
         except BaseException:
@@ -256,7 +268,7 @@ class RayBackend:
         return actor
 
     def _setup_rollout(self, actor: Any) -> None:
-        self._ray.get(actor.setup.remote(0, 1, None))
+        self._ray.get(actor.setup.remote(0, 1, None, False))
         if self._weights is not None:
             self._ray.get(actor.load_weights.remote(self._weights))
 

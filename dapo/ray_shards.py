@@ -1,7 +1,8 @@
 """How the Ray backend splits a step's work over workers and merges the results (pure; no Ray, no torch).
 
 * Prompts and log-prob rows: contiguous, near-equal shards (``split_evenly``), results concatenated in order,
-  so the G samples of a prompt stay contiguous (the group invariant).
+  so the G samples of a prompt stay contiguous (the group invariant). FSDP learners score equally long
+  shards (``logprob_shards``): their forwards gather weights together.
 * Sampling seeds: shard i of W gets ``shard_seed(seed, i, W)``; one shard keeps the seed itself.
 * The update: every mini-batch is cut into W contiguous shards, one per learner; shorter shards are padded
   with loss-masked copies of a row, so every learner runs the same number of micro-batches (and so the same
@@ -31,6 +32,17 @@ def split_evenly(n: int, parts: int) -> list[range]:
         out.append(range(start, start + size))
         start += size
     return out
+
+
+def logprob_shards(n: int, parts: int, *, even: bool = False) -> list[tuple[list[int], int]]:
+    """(rows, real) for each learner scoring log-probs of n rows: contiguous near-equal shards, the empty
+    ones left out. ``even`` (FSDP, where each forward is a collective): one shard per learner, all as long
+    as the longest, topped up with copies of row 0 after the ``real`` rows, whose results are dropped."""
+    shards = [list(r) for r in split_evenly(n, parts)]
+    if not even:
+        return [(rows, len(rows)) for rows in shards if rows]
+    width = max(1, len(shards[0]))
+    return [(rows + [0] * (width - len(rows)), len(rows)) for rows in shards]
 
 
 def shard_seed(seed: int | None, index: int, shards: int) -> int | None:

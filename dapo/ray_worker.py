@@ -54,9 +54,10 @@ class PolicyWorker:
 
         return ray.util.get_node_ip_address(), free_port()
 
-    def setup(self, rank: int, world_size: int, master: tuple[str, int] | None) -> None:
-        """Join the learners' process group (when there are several) and build the policy."""
-        if world_size > 1:
+    def setup(self, rank: int, world_size: int, master: tuple[str, int] | None, learner: bool = True) -> None:
+        """Join the learners' process group (given ``master``: several learners, or FSDP) and build the
+        policy; ``learner`` False: a rollout worker."""
+        if master is not None:
             import datetime
 
             import torch
@@ -71,7 +72,7 @@ class PolicyWorker:
                 world_size=world_size,
                 timeout=datetime.timedelta(minutes=10),
             )
-        self.policy = PolicyActor(self.config, rank=rank, world_size=world_size)
+        self.policy = PolicyActor(self.config, rank=rank, world_size=world_size, learner=learner)
 
     def call(self, method: str, *args: Any) -> Any:
         """Run ``PolicyActor.<method>(*args)``."""
@@ -89,7 +90,8 @@ class PolicyWorker:
         actor's engine (``hand_over``, colocated mode), and export the new state (``export``, rank 0).
 
         Returns ((update result, memory stats), model state, optimiser state); the states in wire form,
-        or None when not exported.
+        or None when not exported. Under FSDP every rank must be asked to export (the state is gathered
+        by all of them) and only rank 0 returns it.
         """
         policy = self._policy()
         if lr is not None:
@@ -100,10 +102,13 @@ class PolicyWorker:
         if not export:
             return (result, policy.memory_stats()), None, None
         state = policy.state_dict()
+        if policy.rank != 0:
+            return (result, policy.memory_stats()), None, None
         return (result, policy.memory_stats()), to_wire(state["model"]), to_wire(state["optimizer"])
 
     def export_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(model state, optimiser state) in wire form (``to_wire``), as two objects (``num_returns=2``)."""
+        """(model state, optimiser state) in wire form (``to_wire``), as two objects (``num_returns=2``).
+        Under FSDP a collective: ask every learner, rank 0 answers with the state, the others with {}."""
         state = self.call("state_dict")
         return to_wire(state["model"]), to_wire(state["optimizer"])
 
@@ -116,17 +121,19 @@ class PolicyWorker:
 
     def load_weights(self, model: dict[str, Any]) -> None:
         """New policy weights (wire form) for this worker's model and engine; the optimiser is untouched."""
-        policy = self._policy()
-        policy.model.load_state_dict(from_wire(model))
-        policy.engine.update_weights(policy.model.state_dict())
+        self.call("load_state_dict", {"model": from_wire(model)})
 
     def weights_checksum(self) -> float:
-        """Sum of every parameter (float64): equal checksums mean, in practice, equal weights."""
-        params = self._policy().model.parameters()
-        return float(sum(p.detach().double().sum() for p in params))
+        """Sum of every parameter (float64): equal checksums mean, in practice, equal weights. Under FSDP
+        a collective (the sum is of the whole parameters)."""
+        policy = self._policy()
+        state = dict(policy.full_weights())
+        names = [n for n, _ in policy.model.named_parameters()]  # tied weights count once
+        return float(sum(state[n].double().sum() for n in names))
 
     def pretrained_files(self) -> dict[str, bytes]:
-        """``save_pretrained`` into a temporary folder on this node; returns {relative path: content}."""
+        """``save_pretrained`` into a temporary folder on this node; returns {relative path: content}
+        (under FSDP a collective: rank 0 returns the files, the other ranks {})."""
         with tempfile.TemporaryDirectory() as tmp:
             self.call("save_pretrained", tmp)
             root = Path(tmp)

@@ -269,6 +269,15 @@ def test_an_fsdp_checkpoint_has_the_unsharded_format_and_resumes_on_one_process(
     _assert_close(single.model.state_dict(), two_ranks["ranks"]["plain"]["continued"], **WEIGHTS)
 
 
+def test_fsdp_learners_score_equally_long_log_prob_shards() -> None:
+    from dapo.ray_shards import logprob_shards
+
+    assert logprob_shards(5, 2) == [([0, 1, 2], 3), ([3, 4], 2)]
+    assert logprob_shards(1, 3) == [([0], 1)]  # DDP: learners without rows are not asked
+    assert logprob_shards(5, 2, even=True) == [([0, 1, 2], 3), ([3, 4, 0], 2)]
+    assert logprob_shards(1, 3, even=True) == [([0], 1), ([0], 0), ([0], 0)]  # a forward on every rank
+
+
 def test_fsdp_needs_the_ray_backend_and_offload_needs_fsdp() -> None:
     with pytest.raises(ConfigError) as e:
         ExecutionConfig(backend="local", learner_strategy="fsdp")
@@ -280,3 +289,75 @@ def test_fsdp_needs_the_ray_backend_and_offload_needs_fsdp() -> None:
         RunConfig.from_dict({"execution": {"backend": "ray", "learner_strategy": "zero3"}})
     ok = RunConfig.from_dict({"execution": {"backend": "ray", "learner_strategy": "fsdp"}})
     assert ok.execution.learner_strategy == "fsdp" and not ok.execution.fsdp_cpu_offload
+
+
+# ---- through the Ray backend ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_ray(tmp_path_factory) -> Any:
+    """A local Ray for this module (RAY_ADDRESS unset, its files under a temporary var/)."""
+    ray = pytest.importorskip("ray")
+    from dapo.ray_cluster import connect
+
+    if ray.is_initialized():
+        pytest.skip("this process already joined a Ray cluster")
+    root = tmp_path_factory.mktemp("ray")
+    with pytest.MonkeyPatch.context() as mp:
+        for key in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+            mp.delenv(key, raising=False)
+        mp.setenv("DAPO_VAR_DIR", str(root / "var"))
+        connection = connect()
+        try:
+            yield root
+        finally:
+            connection.close()
+
+
+@pytest.mark.slow
+def test_a_ray_run_with_two_fsdp_learners_trains_like_one_process(local_ray, tmp_path) -> None:
+    """Two steps, split mode with one rollout worker (so the samples are the one-process ones): the same
+    metrics, every learner and the rollout worker hold the one-process weights, and the step-2
+    checkpoint has the one-process keys and values."""
+    import ray
+
+    from dapo.backends import LocalBackend
+    from dapo.checkpoint import latest
+    from dapo.ray_backend import RayBackend
+    from dapo.trainer import Trainer
+    from tests.dapo.ray_helpers import RecordingSink, tiny_config
+
+    base = tiny_config(local_ray / "assets", num_learner_workers=2, num_rollout_workers=1, colocate=False)
+    config = replace(
+        base,
+        execution=replace(base.execution, learner_strategy="fsdp"),
+        checkpoint=replace(base.checkpoint, every_n_steps=2),
+    )
+    twin = replace(config, execution=ExecutionConfig(torch_threads=1))
+    runs = {}
+    for name, cfg, backend in (("local", twin, LocalBackend(twin)), ("fsdp", config, RayBackend(config))):
+        try:
+            sink = RecordingSink()
+            Trainer(cfg, tmp_path / name, [sink], backend=backend).fit()
+            assert sink.finished == ("succeeded", None), sink.finished
+            sums = []
+            if name == "fsdp":
+                sums = ray.get([a.weights_checksum.remote() for a in backend.learners + backend.rollouts])
+            runs[name] = (sink.reports, sums, latest(tmp_path / name))
+        finally:
+            backend.close()
+    (local, _, local_ckpt), (ours, sums, our_ckpt) = runs["local"], runs["fsdp"]
+    assert [r.step for r in ours] == [1, 2]
+    for theirs, mine in zip(local, ours, strict=True):
+        assert [s.response for s in mine.samples] == [s.response for s in theirs.samples]
+        for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "actor/pg_clipfrac"):
+            assert mine.metrics[key] == pytest.approx(theirs.metrics[key], rel=1e-4, abs=1e-6), key
+        assert mine.metrics["perf/learner_state_gb"] < 0.52 * theirs.metrics["perf/learner_state_gb"]
+    assert sums[0] == sums[1] == sums[2]  # both learners (gathered) and the rollout worker
+    saved = torch.load(our_ckpt / "state.pt", weights_only=True)
+    reference = torch.load(local_ckpt / "state.pt", weights_only=True)
+    # four AdamW steps: twice the one-step bound (measured: 7.3e-5 at most, at lr 1e-3)
+    _assert_close(saved["model"], reference["model"], rtol=0.0, atol=0.1 * config.optim.lr)
+    total = sum(float(saved["model"][k].double().sum()) for k in saved["model"] if k != "lm_head.weight")
+    assert total == pytest.approx(sums[0], rel=1e-12)  # the checkpoint holds the learners' weights
+    assert sorted(saved["optimizer"]["state"]) == sorted(reference["optimizer"]["state"])
