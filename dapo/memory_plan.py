@@ -23,7 +23,7 @@ form). Every figure is a formula of the model's shape and the config; what each 
   ``optim.micro_batch_size`` × (``data.max_prompt_length`` + ``rollout.max_response_length``), padded to
   the longest; with the token budget ``optim.micro_batch_max_tokens`` set, the budget (or one whole
   sequence, when longer).
-- **Log-prob chunks**: the LM head runs on at most LOGPROB_CHUNK_TOKENS response tokens at a time:
+- **Log-prob chunks**: the LM head runs on ``optim.logprob_chunk_tokens`` response tokens at a time:
   chunk × vocab × 4 bytes × 4 (fp32 logits, the exponentials of the logsumexp, the entropy's softmax,
   and the logits' gradient in backward).
 - **Rollout**: vLLM colocated with the learner (the local backend, or ``execution.colocate``) reserves
@@ -46,8 +46,6 @@ from typing import Any
 from dapo.config import ConfigError, RunConfig
 
 GIB = 2**30
-LOGPROB_CHUNK_TOKENS = 1024
-"""Response tokens per LM-head chunk; the same value as dapo.modeling's (a test keeps them equal)."""
 LOGPROB_FACTOR = 4
 """Full-vocabulary fp32 tensors of one chunk alive at once (see the module docstring)."""
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -307,7 +305,7 @@ def estimate(config: RunConfig, config_json: Mapping[str, Any]) -> MemoryPlan:
             )
         )
     seq = config.data.max_prompt_length + config.rollout.max_response_length
-    budget = int(getattr(config.optim, "micro_batch_max_tokens", 0) or 0)
+    budget = config.optim.micro_batch_max_tokens  # at least one whole sequence (validated)
     tokens = max(budget, seq) if budget > 0 else config.optim.micro_batch_size * seq
     per_layer = tokens * shape.activation_elements * b
     without = shape.layers * per_layer
@@ -335,7 +333,7 @@ def estimate(config: RunConfig, config_json: Mapping[str, Any]) -> MemoryPlan:
     response_tokens = (
         tokens if budget > 0 else config.optim.micro_batch_size * config.rollout.max_response_length
     )
-    chunk = max(1, min(LOGPROB_CHUNK_TOKENS, response_tokens))
+    chunk = max(1, min(config.optim.logprob_chunk_tokens, response_tokens))
     terms.append(
         Term(
             "logprob_chunks",

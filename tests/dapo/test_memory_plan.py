@@ -150,16 +150,22 @@ def test_the_hf_kv_cache_and_the_activations_are_never_held_together():
     assert terms(default_rows)["kv_cache"] == 24 * 8 * 4096 * (2 * 28 * 4 * 128 * 2)  # gen_batch_size x n
 
 
-@pytest.mark.skipif(
-    "micro_batch_max_tokens" not in RunConfig().optim.__dataclass_fields__,
-    reason="optim.micro_batch_max_tokens (the token budget) is not in this checkout",
-)
 def test_a_token_budget_sets_the_tokens_of_a_micro_batch():
     plan = mp.estimate(qwen_config(**{"optim.micro_batch_max_tokens": 16384}), QWEN7B)
-    assert plan.tokens_per_micro_batch == 16384
+    assert plan.tokens_per_micro_batch == 16384  # rows of similar length packed up to the budget
     assert terms(plan)["activations"] == 16384 * 28 * 98_304 * 2
-    longer = mp.estimate(qwen_config(**{"optim.micro_batch_max_tokens": 1000}), QWEN7B)
-    assert longer.tokens_per_micro_batch == 4096  # one whole sequence is over the budget
+    assert terms(plan)["logprob_chunks"] == 1024 * 152064 * 16
+    one_row = mp.estimate(qwen_config(**{"optim.micro_batch_max_tokens": 4096}), QWEN7B)
+    assert one_row.tokens_per_micro_batch == 4096  # the smallest budget: one whole sequence
+
+
+def test_the_log_prob_chunk_is_the_configured_one():
+    plan = mp.estimate(qwen_config(**{"optim.logprob_chunk_tokens": 256}), QWEN7B)
+    assert terms(plan)["logprob_chunks"] == 256 * 152064 * 4 * 4
+    short = mp.estimate(
+        qwen_config(**{"rollout.max_response_length": 100, "optim.micro_batch_size": 3}), QWEN7B
+    )
+    assert terms(short)["logprob_chunks"] == 300 * 152064 * 16  # fewer response tokens than a chunk
 
 
 @pytest.mark.parametrize(
@@ -199,12 +205,6 @@ def test_the_plan_table_and_dict():
     data = json.loads(json.dumps(plan.to_dict()))
     assert data["fits"] is False and data["error"] == plan.error()[1]
     assert [t["key"] for t in data["terms"]][:3] == ["parameters", "gradients", "optimizer"]
-
-
-def test_the_chunk_size_is_the_learners():
-    from dapo.modeling import LOGPROB_CHUNK_TOKENS
-
-    assert mp.LOGPROB_CHUNK_TOKENS == LOGPROB_CHUNK_TOKENS
 
 
 def test_the_module_imports_no_torch():
