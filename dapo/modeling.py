@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint
 
 from dapo.config import ModelConfig
+from dapo.head_chunks import chunked_logprobs
 from dapo.loss import entropy_from_logits
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -107,7 +107,7 @@ def response_logprobs(
     ``model`` is a HF causal LM, or one wrapped in DistributedDataParallel (``.module``). Memory-bounded:
     the decoder runs once; only the hidden states of real response tokens go through the LM head, in
     chunks of ``chunk_tokens`` tokens, so no (B, T, V) tensor exists. With grad, each chunk is recomputed
-    in backward (checkpointed), so the saved activations of the head stay (chunk_tokens, V) too.
+    in backward (``dapo.head_chunks``), so the head saves O(tokens x H) and peaks at O(chunk_tokens x V).
     Models whose head does more than a linear layer and a soft cap fall back to full logits.
 
     Returns (logp (B, T), entropy (B, T) or None); padded positions hold zeros.
@@ -122,8 +122,9 @@ def response_logprobs(
     states = hidden[:, p - 1 : p - 1 + width_t][valid]  # (N, H): positions that predict a response token
     targets = batch.input_ids[:, p : p + width_t][valid]  # (N,)
     head_fn = functools.partial(
-        _head_chunk,
-        head=head,
+        chunked_logprobs,
+        head,
+        chunk=max(1, chunk_tokens),
         temperature=temperature,
         softcap=getattr(inner.config, "final_logit_softcapping", None),
         with_entropy=with_entropy,
@@ -134,7 +135,7 @@ def response_logprobs(
         zero = sum(x.sum() for x in head_fn(hidden[:1, p - 1], batch.input_ids[:1, p])) * 0.0
         logp = hidden.new_zeros(valid.shape, dtype=torch.float32) + zero
         return logp, logp.clone() if with_entropy else None
-    logp_flat, ent_flat = _chunked(head_fn, states, targets, max(1, chunk_tokens))
+    logp_flat, ent_flat = head_fn(states, targets)
     logp = hidden.new_zeros(valid.shape, dtype=torch.float32).masked_scatter(valid, logp_flat)
     entropy = None
     if with_entropy:
@@ -170,45 +171,6 @@ def _chunkable(inner) -> bool:
     if any(getattr(inner.config, k, None) is not None for k in UNCHUNKED_HEAD_ATTRS):
         return False
     return "logits_to_keep" in inspect.signature(inner.forward).parameters
-
-
-def _chunked(head_fn, states: Tensor, targets: Tensor, chunk: int) -> tuple[Tensor, Tensor]:
-    """Apply ``head_fn`` to (N, H) states chunk by chunk; returns (logp (N,), entropy (N,) or zeros).
-
-    One chunk: a plain call (its saved tensors are already O(chunk x V)). Several, with grad: each is
-    checkpointed, so backward recomputes its logits instead of keeping N x V of them.
-    """
-    recompute = torch.is_grad_enabled() and states.shape[0] > chunk
-    parts = []
-    for start in range(0, states.shape[0], chunk):
-        args = (states[start : start + chunk], targets[start : start + chunk])
-        parts.append(checkpoint(head_fn, *args, use_reentrant=False) if recompute else head_fn(*args))
-    return torch.cat([lp for lp, _ in parts]), torch.cat([ent for _, ent in parts])
-
-
-def _head_chunk(
-    states: Tensor, targets: Tensor, *, head, temperature: float, softcap: float | None, with_entropy: bool
-) -> tuple[Tensor, Tensor]:
-    """LM head, soft cap, temperature, log-softmax at the target and entropy of n positions.
-
-    states (n, H), targets (n,). Returns (logp (n,), entropy (n,); zeros when not asked). The entropy
-    H = logsumexp(z) − Σ softmax(z)·z reuses the chunk's logsumexp.
-    """
-    logits = head(states)  # (n, V), in the model's dtype as the model's own forward computes it
-    if softcap is not None:
-        logits = torch.tanh(logits / softcap) * softcap
-    # In place: the head's output is a fresh tensor that nothing saves for backward (autograd would
-    # raise otherwise), and a copy would be one more (n, V) tensor.
-    logits = logits.float()
-    if temperature != 1.0:
-        logits = logits.div_(temperature)
-    log_norm = torch.logsumexp(logits, dim=-1)  # (n,)
-    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm
-    if not with_entropy:
-        return logp, torch.zeros_like(logp)
-    probs = torch.softmax(logits, dim=-1)  # (n, V)
-    expected = torch.bmm(probs.unsqueeze(1), logits.unsqueeze(-1)).view(-1)  # Σ p·z, no (n, V) product
-    return logp, log_norm - expected
 
 
 def full_logits_logprobs(

@@ -101,9 +101,29 @@ def test_values_and_entropy_match_the_full_logits_for_any_chunk_size(chunk, tied
     assert float(got_ent[batch.response_mask > 0].min()) > 0.0
 
 
+class WrappedHead(torch.nn.Module):
+    """A head that is not a plain ``nn.Linear``: the chunks go through autograd under checkpointing."""
+
+    def __init__(self, linear: torch.nn.Linear) -> None:
+        super().__init__()
+        self.linear = linear
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+
+def with_head(model, kind: str):
+    if kind == "bias":
+        model.lm_head = torch.nn.Linear(model.config.hidden_size, model.config.vocab_size, bias=True)
+    elif kind == "wrapped":
+        model.lm_head = WrappedHead(model.lm_head)
+    return model
+
+
 @pytest.mark.parametrize("chunk", [3, 8, 1024])
-def test_gradients_match_the_full_logits_with_recomputed_chunks(chunk):
-    model, batch = qwen2(), batch_of(300, *BATCH)
+@pytest.mark.parametrize("kind", ["linear", "bias", "wrapped"])
+def test_gradients_match_the_full_logits_with_recomputed_chunks(chunk, kind):
+    model, batch = with_head(qwen2(), kind), batch_of(300, *BATCH)
     g = torch.Generator().manual_seed(2)
     weights = (torch.randn(4, 9, generator=g), torch.randn(4, 9, generator=g))
     reference = lambda m, b: reference_logprobs(m, b, temperature=1.3, with_entropy=True)  # noqa: E731
@@ -114,19 +134,47 @@ def test_gradients_match_the_full_logits_with_recomputed_chunks(chunk):
         batch,
         weights,
     )
-    assert set(got) == set(want) and "lm_head.weight" in got
+    assert set(got) == set(want) and any(name.startswith("lm_head.") for name in got)
     for name in want:
         torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
-def test_a_head_bias_and_logit_soft_capping_are_applied():
+def test_gradients_without_entropy_and_through_a_soft_cap_match(gemma2):
+    batch = batch_of(256, *BATCH)
+    weights = (torch.randn(4, 9, generator=torch.Generator().manual_seed(3)), torch.zeros(4, 9))
+
+    def logp_only(fn, **kw):
+        return lambda m, b: (fn(m, b, **kw)[0], torch.zeros(4, 9))
+
+    for model in (gemma2, qwen2(vocab=256)):
+        want = grads_of(model, logp_only(reference_logprobs, temperature=0.8), batch, weights)
+        got = grads_of(model, logp_only(response_logprobs, temperature=0.8, chunk_tokens=5), batch, weights)
+        for name in want:
+            torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-5, msg=name)
+    want = grads_of(gemma2, lambda m, b: reference_logprobs(m, b, with_entropy=True), batch, weights[::-1])
+    got = grads_of(
+        gemma2, lambda m, b: response_logprobs(m, b, with_entropy=True, chunk_tokens=5), batch, weights[::-1]
+    )
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.fixture
+def gemma2():
+    """A tiny Gemma2: its head soft-caps the logits (final_logit_softcapping=2, so the cap bites)."""
     from transformers import Gemma2Config, Gemma2ForCausalLM
 
     config = Gemma2Config(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                           num_attention_heads=4, num_key_value_heads=2, head_dim=8,
                           final_logit_softcapping=2.0, tie_word_embeddings=False)  # fmt: skip
     torch.manual_seed(0)
-    gemma = Gemma2ForCausalLM(config).eval()
+    return Gemma2ForCausalLM(config).eval()
+
+
+def test_a_head_bias_and_logit_soft_capping_are_applied(gemma2):
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    gemma, config = gemma2, gemma2.config
     biased = qwen2(vocab=256)
     biased.lm_head = torch.nn.Linear(32, 256, bias=True)
     batch = batch_of(256, *BATCH)
