@@ -94,6 +94,11 @@ def prepare_start(run: Run, out_dir: Path) -> Path | None:
     except ValueError:
         relative = Path("checkpoints") / source.name
     target = out_dir / relative
+    if not target.exists() and not source.exists():
+        raise FileNotFoundError(
+            f"the parent run's checkpoint of step {run.fork_step} ({source}) is no longer on disk (pruned "
+            "by checkpoint.keep_last or deleted): fork the parent again from a checkpoint it still has"
+        )
     if not target.exists():
         copy = shutil.copytree if source.is_dir() else shutil.copy2
         target.parent.mkdir(parents=True, exist_ok=True)

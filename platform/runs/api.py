@@ -30,6 +30,7 @@ from runs.events import publish, status_event
 from runs.model_exports import ModelExport, request_export, steps_on_disk
 from runs.models import Run, Sample, Status
 from runs.series import list_row, metric_series
+from runs.starts import resume_step
 
 MAX_INT = 2**63 - 1
 
@@ -180,11 +181,10 @@ class RunResume(APIView):
 
     def post(self, request: Request, run_id: int) -> Response:
         run = visible_run(request, run_id)
-        if not run.resume():
-            return Response(
-                {"detail": "only a failed or cancelled run with a checkpoint can be resumed"},
-                status=status.HTTP_409_CONFLICT,
-            )
+        step, problem = resume_step(run)
+        if step is None or not run.resume():
+            detail = problem or "only a failed or cancelled run with a checkpoint can be resumed"
+            return Response({"detail": detail}, status=status.HTTP_409_CONFLICT)
         publish(run.pk, status_event(run))
         return Response(RunSerializer(run).data)
 

@@ -18,6 +18,7 @@ from runs.events import publish, status_event
 from runs.model_exports import request_export, steps_on_disk
 from runs.models import Checkpoint, Run, Status
 from runs.series import PAGE_MAX_POINTS, list_row, metric_series, newest_samples
+from runs.starts import fork_choices, fork_problem, resume_step
 
 
 def _run_for(request: HttpRequest, run_id: int) -> Run:
@@ -71,6 +72,8 @@ def _create_from_post(request: HttpRequest, parent: Run | None) -> HttpResponse:
     errors = {**validate_name(name), **errors, **config_errors}
     if parent is not None and checkpoint is None:
         errors["checkpoint"] = "pick a checkpoint of the parent run to start from"
+    elif checkpoint is not None and (problem := fork_problem(checkpoint)):
+        errors["checkpoint"] = problem
     if errors or config is None:
         messages.error(request, "The run was not queued: fix the fields marked below.")
         return _render_new(request, values, errors, preset=preset, name=name, parent=parent, status=400)
@@ -96,6 +99,7 @@ def _render_new(
     parent: Run | None,
     status: int = 200,
 ) -> HttpResponse:
+    checkpoints, pruned = fork_choices(parent) if parent else ([], [])
     context = {
         "sections": forms.sections(values, errors),
         "errors": errors,
@@ -104,7 +108,8 @@ def _render_new(
         "preset": preset,
         "name": name,
         "parent": parent,
-        "checkpoints": parent.checkpoints.order_by("-step") if parent else [],
+        "checkpoints": checkpoints,
+        "pruned_steps": pruned,
         "base_models": BaseModel.objects.all(),
         "datasets": Dataset.objects.all(),
     }
@@ -156,13 +161,12 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_POST
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_for(request, run_id)
-    if run.resume():
+    step, problem = resume_step(run)
+    if step is not None and run.resume():
         publish(run.pk, status_event(run))
-        messages.info(
-            request, f"Resumed from the checkpoint of step {run.last_checkpoint_step or run.fork_step}."
-        )
+        messages.info(request, f"Resumed from the checkpoint of step {step}.")
     else:
-        messages.error(request, "Only a failed or cancelled run with a checkpoint can be resumed.")
+        messages.error(request, problem or "Only a failed or cancelled run with a checkpoint can be resumed.")
     return redirect("runs:detail", run_id=run.pk)
 
 

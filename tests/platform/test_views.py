@@ -163,11 +163,20 @@ def _config(run):
     return RunConfig.from_dict(run.config)
 
 
+def _saved(tmp_path, step):
+    """A checkpoint folder as the trainer leaves it (its weights in state.pt)."""
+    folder = tmp_path / "ckpt" / f"step_{step:06d}"
+    folder.mkdir(parents=True)
+    (folder / "state.pt").write_bytes(b"weights")
+    return str(folder)
+
+
 def test_fork_starts_a_child_from_a_checkpoint_with_an_edited_config(
-    alice_client, alice_run, paths, queued, django_capture_on_commit_callbacks
+    alice_client, alice_run, paths, queued, django_capture_on_commit_callbacks, tmp_path
 ):
-    alice_run.record_checkpoint(2, "/ckpt/step_000002")
-    checkpoint = alice_run.record_checkpoint(4, "/ckpt/step_000004") or alice_run.checkpoints.get(step=4)
+    alice_run.record_checkpoint(2, _saved(tmp_path, 2))
+    alice_run.record_checkpoint(4, _saved(tmp_path, 4))
+    checkpoint = alice_run.checkpoints.get(step=4)
     html = alice_client.get(f"/runs/new/?fork={alice_run.pk}").content.decode()
     assert "Fork run" in html and "step 4" in html and "alice-demo (copy)" in html
     form = _form(paths, **{"algorithm.clip_high": "0.35", "checkpoint": str(checkpoint.pk), "name": "forked"})
@@ -178,7 +187,7 @@ def test_fork_starts_a_child_from_a_checkpoint_with_an_edited_config(
     assert (child.parent_id, child.fork_step, child.source_checkpoint) == (
         alice_run.pk,
         4,
-        "/ckpt/step_000004",
+        str(tmp_path / "ckpt" / "step_000004"),
     )
     assert child.config["algorithm"]["clip_high"] == 0.35 and queued[-1] == ("launch_run", child.pk)
 
@@ -190,10 +199,10 @@ def test_a_fork_needs_a_checkpoint(alice_client, alice_run, paths, queued):
 
 
 def test_resume_from_the_run_page_requeues_a_failed_run(
-    alice_client, alice_run, queued, django_capture_on_commit_callbacks
+    alice_client, alice_run, queued, django_capture_on_commit_callbacks, tmp_path
 ):
     alice_run.claim("w")
-    alice_run.record_checkpoint(3, "/ckpt/step_000003")
+    alice_run.record_checkpoint(3, _saved(tmp_path, 3))
     alice_run.finish("failed", "RuntimeError: worker lost", worker_id="w")
     html = alice_client.get(f"/runs/{alice_run.pk}/").content.decode()
     assert 'id="resume-form" ' in html and "RuntimeError: worker lost" in html
