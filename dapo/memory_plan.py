@@ -24,8 +24,8 @@ form). Every figure is a formula of the model's shape and the config; what each 
   the longest; with the token budget ``optim.micro_batch_max_tokens`` set, the budget (or one whole
   sequence, when longer).
 - **Log-prob chunks**: the LM head runs on ``optim.logprob_chunk_tokens`` response tokens at a time:
-  chunk × vocab × 4 bytes × 4 (fp32 logits, the exponentials of the logsumexp, the entropy's softmax,
-  and the logits' gradient in backward).
+  chunk × vocab × 4 bytes × 4 (fp32 (chunk, vocab) buffers alive at once: a plain linear head's
+  closed-form backward keeps two, the no-grad pass a few; a head of another kind, checkpointed, ~5).
 - **Rollout**: vLLM colocated with the learner (the local backend, or ``execution.colocate``) reserves
   ``rollout.gpu_memory_utilization`` of the GPU for itself; the hf engine's KV cache
   (2 · layers · kv_heads · d · b per token of every sequence decoded at once) is never held together
