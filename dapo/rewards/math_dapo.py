@@ -1,17 +1,17 @@
-"""Rule-based rewards: the DAPO math verifier and the soft overlong punishment.
+"""The DAPO math verifier (``math_dapo``) and the soft overlong punishment.
 
-Pure Python, no torch: these run in reward worker pools (Celery/Ray pickle them). Rewards are classes,
-not closures, so they pickle. See dapo-reference.md §5 (overlong shaping) and §6 (math verifier).
+Pure Python, no torch. See dapo-reference.md §5 (overlong shaping) and §6 (math verifier).
+Reads from the dataset row: the ground truth only.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 
-INVALID = "[INVALID]"
-"""The prediction reported when the response has no ``Answer:`` line."""
+from dapo.rewards.base import INVALID, RewardResult
+
+MathResult = RewardResult
+"""The verdict on one response (the name it had when math_dapo was the only reward)."""
 
 ANSWER_WINDOW = 300
 """Only the last this many characters of a response are searched (the reference's MATH-based bound)."""
@@ -88,18 +88,6 @@ _SHORT_FRAC = re.compile(r"(frac)([^{])(.)")  # \frac12 -> \frac{1}{2}
 _SHORT_SQRT = re.compile(r"(sqrt)([^{])")  # \sqrt2 -> \sqrt{2}
 
 
-@dataclass(frozen=True)
-class MathResult:
-    """The verdict on one response."""
-
-    score: float
-    """+1.0 if the answer is equivalent to the ground truth, else −1.0."""
-    acc: bool
-    """Correctness before any length penalty (dynamic sampling's default filter metric)."""
-    pred: str
-    """The normalised extracted prediction, or "[INVALID]" when there is no ``Answer:`` line."""
-
-
 def normalize_answer(answer: str) -> str:
     """Normalise a final answer the way the reference's minerva-style checker does (§6, step 3).
 
@@ -165,21 +153,13 @@ def overlong_penalty(length: int, max_len: int, buffer_len: int, factor: float) 
 
 
 class MathDapoReward:
-    """Picklable reward callable: ``MathDapoReward()(response, ground_truth) -> MathResult``."""
+    """math_dapo: +1 if the text after the last "Answer:" matches the ground truth once both are
+    normalised (the DAPO paper's rule), else -1. Reads the ground truth."""
+
+    @staticmethod
+    def judges(ground_truth: str) -> bool:
+        """Whether a ground truth can be matched at all: something is left after normalising it."""
+        return bool(normalize_answer(str(ground_truth)))
 
     def __call__(self, response: str, ground_truth: str) -> MathResult:
         return math_dapo_score(response, ground_truth)
-
-
-RewardFn = Callable[[str, str], MathResult]
-"""A reward: ``(response, ground_truth) -> MathResult``."""
-
-REWARD_FUNCTIONS: dict[str, type] = {"math_dapo": MathDapoReward}
-"""Reward classes by name (the data_source / reward name of the dataset)."""
-
-
-def get_reward_fn(name: str) -> RewardFn:
-    """A fresh instance of the named reward class; raises ValueError listing the valid names."""
-    if name not in REWARD_FUNCTIONS:
-        raise ValueError(f"unknown reward function {name!r}; valid names: {', '.join(REWARD_FUNCTIONS)}")
-    return REWARD_FUNCTIONS[name]()
