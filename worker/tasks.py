@@ -29,10 +29,12 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 from runs.models import Run, Status
+from runs.run_log import log_path
 
 from dapo import checkpoint as ckpt
 from dapo.config import RunConfig
 from worker.export import export_model  # noqa: F401  (registers the "Export model" task)
+from worker.run_log import capture
 from worker.sink import DB_ERRORS, PlatformSink, drop_connection, with_db_retry
 
 log = logging.getLogger(__name__)
@@ -161,7 +163,8 @@ def launch_run(self: Task, run_id: int) -> str:
     except DB_ERRORS as e:  # the database is away for longer: try again later, never drop the message
         raise self.retry(exc=e, countdown=settings.DAPO_REAPER_INTERVAL_S, max_retries=None) from e
     sink = PlatformSink(run, worker_id)
-    with Heartbeat(run, worker_id, sink):
+    header = f"run {run.pk}, attempt {run.attempts}, worker {worker_id}"
+    with capture(log_path(run.pk), header, fresh=run.attempts <= 1), Heartbeat(run, worker_id, sink):
         try:
             config = resolved_config(run)
             start = prepare_start(run, run_dir(run))

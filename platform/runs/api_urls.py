@@ -1,7 +1,7 @@
 from django.contrib.auth.decorators import login_not_required
 from django.urls import path
 
-from runs import api
+from runs import api, log_views
 
 # The API authenticates by token or session itself (DRF): exempt from the login-redirect middleware,
 # so a script without credentials gets 401/403 JSON, not an HTML redirect.
@@ -13,4 +13,5 @@ urlpatterns = [
     path("runs/<int:run_id>/metrics/", login_not_required(api.RunMetrics.as_view()), name="api-run-metrics"),
     path("runs/<int:run_id>/samples/", login_not_required(api.RunSamples.as_view()), name="api-run-samples"),
     path("runs/<int:run_id>/export/", login_not_required(api.RunExport.as_view()), name="api-run-export"),
+    path("runs/<int:run_id>/log/", login_not_required(log_views.RunLog.as_view()), name="api-run-log"),
 ]

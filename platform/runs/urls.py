@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs import compare, inspect, ladder, metrics_csv, planning, views
+from runs import compare, inspect, ladder, log_views, metrics_csv, planning, views
 
 app_name = "runs"
 urlpatterns = [
@@ -18,6 +18,8 @@ urlpatterns = [
     path("<int:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("<int:run_id>/resume/", views.run_resume, name="resume"),
     path("<int:run_id>/export/", views.run_export, name="export"),
+    path("<int:run_id>/log/", log_views.run_log, name="log"),
+    path("<int:run_id>/log.txt", log_views.run_log_download, name="log-download"),
     # the rollout inspector (runs.inspect; runs.sample_filter, sample_view, timeline and exports)
     path("<int:run_id>/samples/", inspect.samples_page, name="samples"),
     path("<int:run_id>/samples/data/", inspect.samples_data, name="samples-data"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -160,3 +161,15 @@ def test_a_fork_resumes_from_a_copy_of_its_parents_checkpoint(worker, make_run):
     assert (
         worker / "runs" / str(parent.pk) / "checkpoints" / "step_000002"
     ).is_dir()  # the parent keeps its own
+
+
+def test_a_failed_runs_log_holds_its_traceback(worker, make_run):
+    parent = final(make_run(steps=4, every=2))
+    checkpoint = parent.fork_checkpoint(2)
+    shutil.rmtree(checkpoint.path)  # pruned before the fork starts
+    config = RunConfig.from_dict(parent.config)
+    child = final(parent.fork(owner=parent.owner, name="fork", config=config, checkpoint=checkpoint))
+    assert child.status == Status.FAILED and "no longer on disk" in child.error
+    log = (worker / "run-logs" / f"{child.pk}.log").read_text()
+    assert f"run {child.pk}, attempt 1" in log.splitlines()[0]
+    assert "Traceback (most recent call last)" in log and "checkpoint of step 2" in log

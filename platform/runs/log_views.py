@@ -1,0 +1,73 @@
+"""The run log (``runs.run_log``) on the run page, as a download, and through the API.
+
+GET /runs/<id>/log/?offset=N | ?tail=B   JSON chunk (the page follows it while the run is live)
+GET /runs/<id>/log.txt                   the whole log as a text download
+GET /api/runs/<id>/log/?offset=N | ?tail=B   the same chunks, token or session auth
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_GET
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from runs.api import query_int, visible_run
+from runs.run_log import log_path, read_chunk
+from runs.views import _run_for
+
+MAX_INT = 2**63 - 1
+
+
+def _query(raw: str | None, name: str) -> int | None:
+    if raw in (None, ""):
+        return None
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_INT:
+        raise ValueError(f"{name} must be a non-negative integer, got {raw[:40]!r}")
+    return int(raw)
+
+
+def _chunk(run_id: int, offset: int | None, tail: int | None, status: str) -> dict[str, Any]:
+    return {"run": run_id, "status": status, **read_chunk(run_id, offset=offset, tail=tail)}
+
+
+@require_GET
+def run_log(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _run_for(request, run_id)
+    try:
+        offset = _query(request.GET.get("offset"), "offset")
+        tail = _query(request.GET.get("tail"), "tail")
+    except ValueError as e:
+        return JsonResponse({"detail": str(e)}, status=400)
+    return JsonResponse(_chunk(run.pk, offset, tail, run.status))
+
+
+@require_GET
+def run_log_download(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _run_for(request, run_id)
+    path = log_path(run.pk)
+    if not path.is_file():
+        return HttpResponse(
+            "This run has no log yet: a worker writes it once it starts the run.\n",
+            content_type="text/plain; charset=utf-8",
+            status=404,
+        )
+    response = FileResponse(path.open("rb"), content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.log"'
+    return response
+
+
+class RunLog(APIView):
+    """The run's log (stdout and stderr of its controller and trainer), in chunks of whole lines."""
+
+    def get(self, request: Request, run_id: int) -> Response:
+        run = visible_run(request, run_id)
+        offset = query_int(request, "offset", minimum=0)
+        tail = query_int(request, "tail", minimum=0)
+        if offset is not None and tail is not None:
+            raise ValidationError({"tail": "give offset or tail, not both"})
+        return Response(_chunk(run.pk, offset, tail, run.status))
