@@ -1,8 +1,7 @@
 # One image for every service of docker-compose.yml: web (daphne), worker (celery), ray-head, ray-worker.
 #   docker build -t dapo-platform .                         CPU image: the pinned lock, torch 2.13.0+cpu
-#   docker build -t dapo-platform:gpu --build-arg GPU=1 .   GPU image: the lock without the CPU torch,
-#                                                           plus the `gpu` group of pyproject.toml (vLLM,
-#                                                           which brings the CUDA torch it was built for)
+#   docker build -t dapo-platform:gpu --build-arg GPU=1 .   GPU image: requirements-gpu.lock (vLLM 0.33, the
+#                                                           CUDA 13 torch 2.14 it needs, the same runtime)
 FROM python:3.11-slim
 
 ARG GPU=0
@@ -20,12 +19,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 
 # Dependencies first, so a code change does not reinstall them.
-COPY requirements.lock pyproject.toml ./
+COPY requirements.lock requirements-gpu.lock ./
 RUN set -eux; \
     if [ "$GPU" = "1" ]; then \
-        grep -v '^torch==' requirements.lock > /tmp/requirements.txt; \
-        python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['gpu']))" >> /tmp/requirements.txt; \
-        pip install -r /tmp/requirements.txt; \
+        pip install -r requirements-gpu.lock; \
     else \
         pip install --extra-index-url "$TORCH_CPU_INDEX" -r requirements.lock; \
     fi

@@ -94,6 +94,65 @@ def test_the_gpu_group_is_optional_and_names_vllm() -> None:
     assert any(req.startswith("vllm") for req in project["optional-dependencies"]["gpu"])
 
 
+def test_the_gpu_lock_pins_the_supported_vllm_and_the_cuda_torch_it_needs() -> None:
+    gpu = lock_pins(ROOT / "requirements-gpu.lock")
+    assert gpu["vllm"] == "0.33.0" and gpu["torch"] == "2.14.0"  # PyPI's torch 2.14.0: the CUDA 13 build
+    assert any(name.startswith("nvidia-") and name.endswith("-cu13") for name in gpu)
+    assert tuple(int(x) for x in gpu["numpy"].split(".")[:2]) < (2, 4)  # mistral-common's cap (vLLM)
+    assert set(requirement_names(ROOT / "requirements.in")) <= gpu.keys(), "the GPU lock lacks the runtime"
+    assert not set(requirement_names(ROOT / "requirements-dev.in")) & gpu.keys(), "test tools on GPU nodes"
+
+
+def test_the_cpu_and_gpu_locks_agree_on_every_package_they_share_but_torch() -> None:
+    """So the CPU test suite runs the transformers, numpy, ... of GPU nodes (make lock constrains the CPU
+    resolve to the GPU tree's versions)."""
+    cpu = lock_pins(ROOT / "requirements.lock") | lock_pins(ROOT / "requirements-dev.lock")
+    gpu = lock_pins(ROOT / "requirements-gpu.lock")
+    differ = {name: (cpu[name], gpu[name]) for name in cpu.keys() & gpu.keys() if cpu[name] != gpu[name]}
+    assert differ == {"torch": ("2.13.0+cpu", "2.14.0")}
+    assert {"transformers", "numpy", "ray", "safetensors", "tokenizers"} <= cpu.keys() & gpu.keys()
+
+
+def test_gpu_lock_check_compares_the_resolve_with_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scripts import gpu_lock
+
+    lock = {"vllm": "0.33.0", "torch": "2.14.0", "numpy": "2.3.5"}
+    same = {"vllm": "vllm==0.33.0", "torch": "torch==2.14.0", "numpy": "numpy==2.3.5"}
+    assert gpu_lock.differences(lock, same) == []
+    moved = {**same, "numpy": "numpy==2.4.6", "extra-pkg": "Extra_Pkg==1.0"}
+    del moved["torch"]
+    assert gpu_lock.differences(lock, moved) == [
+        "extra-pkg: resolved 1.0, not in the lock",
+        "torch: locked 2.14.0, not resolved",
+        "numpy: locked 2.3.5, resolved 2.4.6",
+    ]
+    monkeypatch.setattr(gpu_lock, "reachable", lambda url: None)
+    monkeypatch.setattr(gpu_lock, "resolve", lambda python, args: moved)
+    assert gpu_lock.check(lock=ROOT / "requirements-gpu.lock") == 1
+
+
+def test_gpu_lock_check_skips_when_the_index_does_not_answer(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scripts import gpu_lock
+
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens on the discard port
+    monkeypatch.setattr(gpu_lock, "resolve", lambda *a: pytest.fail("resolved without an index"))
+    assert gpu_lock.check() == gpu_lock.SKIPPED == 0
+    assert (
+        "SKIPPED: the package index does not answer (http://127.0.0.1:9/simple/vllm/"
+        in capsys.readouterr().out
+    )
+
+
+def test_the_dockerfile_gpu_build_installs_the_gpu_lock_and_the_cpu_build_the_cpu_lock() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    gpu_branch, cpu_branch = dockerfile.split('if [ "$GPU" = "1" ]; then', 1)[1].split("else", 1)
+    assert "pip install -r requirements-gpu.lock;" in gpu_branch and "requirements.lock" not in gpu_branch
+    assert "-r requirements.lock" in cpu_branch.split("fi", 1)[0]
+    assert re.search(r"^COPY requirements\.lock requirements-gpu\.lock \./$", dockerfile, re.M)
+
+
 # ---- envsetup: install once per lock change ----------------------------------------------------------
 
 
