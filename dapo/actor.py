@@ -156,6 +156,8 @@ class PolicyActor:
 
         Returns (metrics averaged over optimiser steps, {row: per-token ratio at its first update}), with
         ``perf/padding_frac``: the padded share of the token slots of every micro-batch the update ran.
+        ``actor/pg_loss`` is the SUM of the mini-batch losses over the update's optimiser steps (verl's
+        meaning); ``actor/pg_loss_mean`` their mean (docs/metrics.md).
         """
         self.model.train()
         sums: dict[str, float] = defaultdict(float)
@@ -169,7 +171,11 @@ class PolicyActor:
                 for k, v in metrics.items():
                     sums[k] += v
                     counts[k] += 1
-        return {**{k: sums[k] / counts[k] for k in sums}, "perf/padding_frac": padding.fraction}, ratios
+        out = {k: sums[k] / counts[k] for k in sums}
+        if "actor/pg_loss" in sums:
+            out["actor/pg_loss_mean"] = out["actor/pg_loss"]
+            out["actor/pg_loss"] = sums["actor/pg_loss"]
+        return {**out, "perf/padding_frac": padding.fraction}, ratios
 
     def _minibatch_step(
         self,
@@ -219,7 +225,9 @@ class PolicyActor:
             # Metrics of the micro-batch weighted by its share of the mini-batch's tokens.
             share = float(mask.sum().item()) / total_tokens
             assert entropy is not None
-            m["actor/entropy"] = float(masked_mean(entropy.detach(), mask))
+            # the current policy's entropy during the update; verl's actor/entropy (old policy) is the
+            # trainer's (dapo.batching.step_metrics)
+            m["actor/entropy_update"] = float(masked_mean(entropy.detach(), mask))
             m["actor/pg_loss"] = float(loss.item())
             for k, v in m.items():
                 metrics[k] += v if k == "actor/pg_loss" else v * share

@@ -165,12 +165,57 @@ def stats(prefix: str, values: list[float]) -> dict[str, float]:
     }
 
 
+def token_weighted_stats(prefix: str, values: list[float], lengths: list[int]) -> dict[str, float]:
+    """Mean, max and min of a per-sequence value over the response TOKENS: each sequence counts once per
+    token (verl's critic/advantages/*, read from the token-level advantage tensor)."""
+    kept = [(v, n) for v, n in zip(values, lengths, strict=True) if n > 0]
+    if not kept:
+        return {}
+    return {
+        f"{prefix}/mean": sum(v * n for v, n in kept) / sum(n for _, n in kept),
+        f"{prefix}/max": max(v for v, _ in kept),
+        f"{prefix}/min": min(v for v, _ in kept),
+    }
+
+
+def old_policy_entropy(batch: list[Rollout], config: RunConfig) -> float | None:
+    """verl's actor/entropy: the old policy's per-token entropy over the batch's response tokens,
+    aggregated by the loss mode (algorithm.loss_agg_mode); None before old log-probs exist."""
+    rows = [r.entropy for r in batch if r.entropy]
+    if not rows:
+        return None
+    import torch
+
+    from dapo.loss import aggregate
+
+    width = max(len(e) for e in rows)
+    values = torch.zeros(len(rows), width, dtype=torch.float64)  # (B, T)
+    mask = torch.zeros(len(rows), width, dtype=torch.float64)  # (B, T)
+    for i, e in enumerate(rows):
+        values[i, : len(e)] = torch.tensor(e, dtype=torch.float64)
+        mask[i, : len(e)] = 1.0
+    agg = aggregate(values, mask, config.algorithm.loss_agg_mode, max_len=config.rollout.max_response_length)
+    return float(agg)
+
+
 def step_metrics(rollouts: list[Rollout], batch: list[Rollout], config: RunConfig) -> dict[str, float]:
-    """Reference §10 metrics of the trained batch, plus accuracy over every generated sample."""
+    """Reference §10 metrics of the trained batch, plus accuracy over every generated sample.
+
+    Under verl's names with verl's meaning: critic/score|rewards/* (per sequence), critic/advantages/*
+    (token-weighted), actor/entropy (old policy, aggregated by the loss mode); ours beside them:
+    critic/seq_advantages/* (one value per sequence). docs/metrics.md lists every metric."""
     m: dict[str, float] = {}
-    m.update(stats("critic/score", [r.reward for r in batch]))
+    m.update(stats("critic/score", [r.reward for r in batch]))  # verl DAPO: the penalty is in the score
     m.update(stats("critic/rewards", [r.reward for r in batch]))
-    m.update(stats("critic/advantages", [r.advantage for r in batch]))
+    m.update(
+        token_weighted_stats(
+            "critic/advantages", [r.advantage for r in batch], [len(r.response_ids) for r in batch]
+        )
+    )
+    m.update(stats("critic/seq_advantages", [r.advantage for r in batch]))
+    entropy = old_policy_entropy(batch, config)
+    if entropy is not None:
+        m["actor/entropy"] = entropy
     lengths = [float(len(r.response_ids)) for r in batch]
     m.update(stats("response_length", lengths))
     if batch:

@@ -77,6 +77,10 @@ class DataConfig:
     """Training problems: DAPO parquet schema or JSONL with prompt/answer fields."""
     val_path: str = "assets/demo/data/test.parquet"
     """Held-out problems for validation (empty string: no validation set)."""
+    val_paths: tuple[str, ...] = ()
+    """Further validation files, after val_path. With more than one file each reports its own metrics,
+    val/<file stem>/acc/mean@k and the rest (a file whose rows name several data_source values: one set
+    per stem-data_source); with one file, per data_source column. verl data.val_files (a list)."""
     reward_fn: str = "math_dapo"
     """Reward function (dapo.reward registry). math_dapo: +1 if the last "Answer:" matches, else -1."""
     max_prompt_length: int = 256
@@ -88,11 +92,23 @@ class DataConfig:
     shuffle: bool = True
     """Shuffle the training problems each epoch (seeded)."""
 
+    @property
+    def validation_files(self) -> list[str]:
+        """Every validation file: val_path (when set), then val_paths."""
+        return [p for p in (self.val_path, *self.val_paths) if p]
+
     def __post_init__(self) -> None:
         from dapo.reward import REWARD_FUNCTIONS  # torch-free
 
         c = _Checks()
         c.require(bool(self.train_path.strip()), "train_path", "must name a dataset file")
+        c.require(len(self.val_paths) <= 32, "val_paths", "must list at most 32 files")
+        c.require(all(p.strip() for p in self.val_paths), "val_paths", "must not hold an empty path")
+        c.require(
+            len(set(self.validation_files)) == len(self.validation_files),
+            "val_paths",
+            "must not repeat a file (val_path included)",
+        )
         c.require(
             self.reward_fn in REWARD_FUNCTIONS,
             "reward_fn",
@@ -263,13 +279,14 @@ class ValidationConfig:
     every_n_steps: int = 10
     """Validate every N rollout steps (0: never); also before the first step and after the last."""
     n_samples: int = 4
-    """Samples per validation problem k; logged as val/acc/mean@k and val/acc/pass@k (paper 32)."""
+    """Samples per validation problem n (paper 32; verl's script 1): val/acc/mean@n (avg@n), std@n,
+    best@k/worst@k/maj@k and the unbiased pass@k for k = 2, 4, ..., n, per source too (docs/metrics.md)."""
     temperature: float = 1.0
     """Sampling temperature for validation (paper 1.0)."""
     top_p: float = 1.0
     """Nucleus sampling for validation (paper 0.7)."""
     max_problems: int = 0
-    """Validate on the first N problems of the validation set (0: all)."""
+    """Validate on the first N problems of each validation file (0: all)."""
 
     def __post_init__(self) -> None:
         c = _Checks()
@@ -428,6 +445,7 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["optim"]["betas"] = list(self.optim.betas)
+        out["data"]["val_paths"] = list(self.data.val_paths)
         return out
 
     def to_json(self, **kwargs: Any) -> str:
@@ -542,6 +560,10 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
         if value not in choices or not isinstance(value, str):
             raise ConfigError({name: f"must be one of {', '.join(map(str, choices))}; got {shown(value)}"})
         return value
+    if origin is tuple and typing.get_args(tp)[-1] is Ellipsis:
+        if not isinstance(value, list | tuple) or len(value) > 1024:
+            raise ConfigError({name: "must be a list (1024 items at most)"})
+        return tuple(_coerce(v, typing.get_args(tp)[0], name) for v in value)
     if origin is tuple:
         args = typing.get_args(tp)
         if not isinstance(value, list | tuple) or len(value) != len(args):
@@ -643,6 +665,8 @@ def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
         return "choice"
+    if origin is tuple and typing.get_args(tp)[-1] is Ellipsis:
+        return "list"
     if origin is tuple:
         return "pair"
     if origin in (typing.Union, types.UnionType):

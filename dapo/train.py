@@ -89,6 +89,10 @@ def resolve_config(args: argparse.Namespace) -> RunConfig:
     return config.with_overrides(overrides) if overrides else config
 
 
+PAIRED_PRESETS = ("paper_qwen32b", "verl_dapo_32b")
+"""Presets whose whole docstrings the reference prints: the paper's run and verl's, and how they differ."""
+
+
 def markdown_reference() -> str:
     """docs/config-reference.md: the presets and every config field, from the attribute docstrings."""
     lines = [
@@ -103,6 +107,10 @@ def markdown_reference() -> str:
         "| preset | what it is |",
         "|---|---|",
         *(f"| `{name}` | {doc} |" for name, doc in preset_descriptions().items()),
+        "",
+        "### `paper_qwen32b` and `verl_dapo_32b`",
+        "",
+        *(f"`{name}`: {' '.join((PRESETS[name].__doc__ or '').split())}\n" for name in PAIRED_PRESETS),
     ]
     section = None
     for f in describe_fields():

@@ -28,13 +28,13 @@ from dapo.advantage import get_advantage_estimator
 from dapo.backends import Backend, make_backend
 from dapo.batching import Rollout, build_update_batch, make_rollouts, step_metrics
 from dapo.config import RunConfig
-from dapo.data import Problem, encode_prompts, load_problems
+from dapo.data import encode_prompts, load_problems
 from dapo.report import RunInfo, RunResult, SampleRecord, Sink, Status, StepReport
 from dapo.rollout.base import SamplingParams
 from dapo.sampling import GroupBatchFiller, keep_groups
 from dapo.stream import ProblemStream
 from dapo.timing import Timer
-from dapo.validation import validate
+from dapo.validation import load_validation_sets, validate
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +67,7 @@ class Trainer:
         self.backend = self._backend or make_backend(c)
         self.tokenizer = self.backend.tokenizer
         self.train_problems = load_problems(c.data.train_path)
-        self.val_problems: list[Problem] = load_problems(c.data.val_path) if c.data.val_path else []
-        if c.validation.max_problems:
-            self.val_problems = self.val_problems[: c.validation.max_problems]
+        self.val_problems, self.val_sources = load_validation_sets(c)
         self.train_prompts = encode_prompts(self.tokenizer, self.train_problems, c.data.max_prompt_length)
         self.val_prompts = encode_prompts(self.tokenizer, self.val_problems, c.data.max_prompt_length)
         self.stream = ProblemStream(len(self.train_problems), seed=c.seed, shuffle=c.data.shuffle)
@@ -150,7 +148,7 @@ class Trainer:
                 with timer("save_checkpoint"):
                     self._save()
         metrics.update(timer.metrics(prefix="timing_s/"))
-        metrics.update(self._perf(batch, timer.totals["step"]))
+        metrics.update(self._timing(timer, batch))
         self._report(metrics, rollouts, val_samples)
         return metrics
 
@@ -193,8 +191,7 @@ class Trainer:
                 )
             rollouts.extend(new)
             if a.dynamic_sampling:
-                values = [getattr(r, _FILTER_FIELD[a.filter_metric]) for r in new]
-                keep = keep_groups(torch.tensor(values, dtype=torch.float64), G).tolist()
+                keep = filter_groups(new, a.filter_metric, G)
             else:
                 keep = [True] * (len(new) // G)
             filler.add(new, keep, acc=[r.acc for r in new])
@@ -222,7 +219,13 @@ class Trainer:
 
     def _validate(self) -> tuple[dict[str, float], list]:
         return validate(
-            self.backend, self.tokenizer, self.val_problems, self.val_prompts, self.config, step=self.step
+            self.backend,
+            self.tokenizer,
+            self.val_problems,
+            self.val_prompts,
+            self.config,
+            step=self.step,
+            sources=self.val_sources,
         )
 
     def _validate_only(self, step: int) -> None:
@@ -307,19 +310,51 @@ class Trainer:
         draws the same samples as an uninterrupted one."""
         return (self.config.seed * 1_000_003 + self.step * 1_009 + round_index) % (2**31)
 
-    def _perf(self, batch: list[Rollout], step_seconds: float) -> dict[str, float]:
+    def _timing(self, timer: Timer, batch: list[Rollout]) -> dict[str, float]:
+        """Step time and throughput as verl logs them: ``timing_s/step``, ``perf/time_per_step`` and
+        ``perf/throughput`` (tokens per second per GPU) leave out validation and checkpoint time; ours,
+        ``timing_s/step_wall`` and ``perf/throughput_wall`` (all devices), include them."""
+        wall = timer.totals["step"]
+        step = max(wall - timer.totals.get("testing", 0.0) - timer.totals.get("save_checkpoint", 0.0), 0.0)
         tokens = sum(len(r.prompt_ids) + len(r.response_ids) for r in batch)
         out = {
+            "timing_s/step": step,
+            "timing_s/step_wall": wall,
             "perf/total_num_tokens": float(tokens),
-            "perf/time_per_step": step_seconds,
-            "perf/throughput": tokens / max(step_seconds, 1e-9),
+            "perf/time_per_step": step,
+            "perf/throughput": tokens / max(step, 1e-9) / num_gpus(self.config),
+            "perf/throughput_wall": tokens / max(wall, 1e-9),
             "perf/cpu_memory_used_gb": _rss_gb(),
         }
         out.update(self.backend.memory_stats())
         return out
 
 
-_FILTER_FIELD = {"acc": "acc", "score": "score", "seq_reward": "reward"}
+FILTER_FIELD = {"acc": "acc", "score": "score", "seq_reward": "reward"}
+"""The Rollout field each algorithm.filter_metric reads: correctness, the score before the overlong
+penalty, the sequence reward after it (verl's filter_groups.metric acc / score / seq_reward)."""
+
+
+def filter_groups(rollouts: list[Rollout], metric: str, group_size: int) -> list[bool]:
+    """Dynamic sampling's verdict on each group of ``group_size`` contiguous rollouts: keep it when the
+    ``metric`` field varies within the group (std > 0)."""
+    values = [float(getattr(r, FILTER_FIELD[metric])) for r in rollouts]
+    return keep_groups(torch.tensor(values, dtype=torch.float64), group_size).tolist()
+
+
+def num_gpus(config: RunConfig) -> int:
+    """The accelerators a run holds (verl's n_gpus, the divisor of perf/throughput): one on the local
+    backend; on Ray, the workers' GPUs (learners and rollout workers share them when colocated); at
+    least 1 (a CPU run counts as one device)."""
+    e = config.execution
+    if e.backend != "ray" or e.gpus_per_worker <= 0:
+        return 1
+    workers = (
+        max(e.num_learner_workers, e.num_rollout_workers)
+        if e.colocate
+        else e.num_learner_workers + e.num_rollout_workers
+    )
+    return max(1, round(workers * e.gpus_per_worker))
 
 
 def _rss_gb() -> float:

@@ -63,6 +63,8 @@ def _parse(f: dict[str, Any], raw: str | None) -> Any:
         if len(parts) != 2:
             raise ValueError("must be two numbers, e.g. 0.9, 0.999")
         return [_float(p) for p in parts]
+    if f["type"] == "list":
+        return [p.strip() for p in text.replace("\n", ",").split(",") if p.strip()]
     return raw or ""
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
+from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -61,8 +62,21 @@ def run_log_download(request: HttpRequest, run_id: int) -> HttpResponse:
     return response
 
 
+class LogChunkSerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    status = serializers.CharField(help_text="The run's status: follow the log while queued or running.")
+    text = serializers.CharField(help_text="Whole lines from byte `offset`; empty when nothing new.")
+    offset = serializers.IntegerField(help_text="Where `text` starts in the file, in bytes.")
+    next_offset = serializers.IntegerField(help_text="Ask again from here for what follows.")
+    size = serializers.IntegerField(help_text="The log's size in bytes now.")
+    exists = serializers.BooleanField(help_text="False until a worker has started the run.")
+
+
 class RunLog(APIView):
-    """The run's log (stdout and stderr of its controller and trainer), in chunks of whole lines."""
+    """The run's log (stdout and stderr of its controller and trainer), in chunks of whole lines:
+    ``?offset=N`` from byte N, ``?tail=B`` the last B bytes (from a line start); neither: from the start."""
+
+    serializer_class = LogChunkSerializer
 
     def get(self, request: Request, run_id: int) -> Response:
         run = visible_run(request, run_id)
