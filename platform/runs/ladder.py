@@ -29,7 +29,8 @@ LADDER_SEP = " · "
 @require_POST
 def launch_ladder(request: HttpRequest) -> HttpResponse:
     """The six rungs of dapo.presets.ablation_ladder on the form's config, queued as one group in one
-    transaction (all or none), then their comparison. Errors come back on the form, like a single run's."""
+    transaction (all or none), then their comparison. Errors come back on the form, like a single run's.
+    The first post only shows the six runs it would queue, on the form, with a button that confirms."""
     values, errors = forms.parse_post(request.POST)
     name = request.POST.get("name", "").strip()
     base, config_errors = (None, {}) if errors else build_config(config=forms.unflatten(values))
@@ -37,10 +38,13 @@ def launch_ladder(request: HttpRequest) -> HttpResponse:
     rungs: list[tuple[str, RunConfig]] = []
     if base is not None and not errors:
         rungs, errors = _rungs(base, name)
+    preset = request.POST.get("preset", "")
     if errors:
         messages.error(request, "The ablation ladder was not queued: fix the fields marked below.")
-        preset = request.POST.get("preset", "")
         return _render_new(request, values, errors, preset=preset, name=name, parent=None, status=400)
+    if request.POST.get("ladder_confirm") != "yes":  # six runs from one click: say which, ask once more
+        names = [f"{name}{LADDER_SEP}{rung}" for rung, _ in rungs]
+        return _render_new(request, values, {}, preset=preset, name=name, parent=None, ladder_runs=names)
     picks = {
         "base_model": BaseModel.objects.filter(pk=_int(request.POST.get("base_model"))).first(),
         "dataset": Dataset.objects.filter(pk=_int(request.POST.get("dataset"))).first(),

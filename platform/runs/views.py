@@ -98,6 +98,7 @@ def _render_new(
     name: str,
     parent: Run | None,
     status: int = 200,
+    ladder_runs: list[str] | None = None,
 ) -> HttpResponse:
     checkpoints, pruned = fork_choices(parent) if parent else ([], [])
     context = {
@@ -110,6 +111,7 @@ def _render_new(
         "parent": parent,
         "checkpoints": checkpoints,
         "pruned_steps": pruned,
+        "ladder_runs": ladder_runs or [],
         "base_models": BaseModel.objects.all(),
         "datasets": Dataset.objects.all(),
     }

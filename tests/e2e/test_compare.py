@@ -221,6 +221,7 @@ def test_two_real_runs_compared_side_by_side(live_stack, demo, alice, chromium_p
         page.goto(f"{base}/runs/new/?from={ids[0]}")
         page.fill("#f-name", "e2e ladder")
         page.click("#launch-ladder")
+        page.click("#ladder-confirm-btn")  # the form lists the six runs and asks once more
         page.wait_for_url(re.compile(r".*/runs/compare/\?group=e2e\+ladder$"))
         expect(page.locator("#legend .cmp-legend-item")).to_have_count(6)
         ladder_keys = page.eval_on_selector_all(

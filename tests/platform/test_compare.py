@@ -302,7 +302,7 @@ def ladder_form(paths: dict[str, str], **changes: str) -> dict[str, str]:
 
     values = {k: v for k, v in presets_data()["tiny_cpu"]["values"].items() if v is not False}
     values = {k: ("on" if v is True else v) for k, v in values.items()}
-    return {**values, **paths, "name": "ladder", "preset": "tiny_cpu", **changes}
+    return {**values, **paths, "name": "ladder", "preset": "tiny_cpu", "ladder_confirm": "yes", **changes}
 
 
 def test_the_ladder_queues_six_runs_as_one_group(

@@ -43,4 +43,13 @@
   showHelp();
   const firstError = form.querySelector(".has-error input, .has-error select");
   if (firstError) firstError.focus();
+  const confirmLadder = document.getElementById("ladder-confirm-btn"); // the ladder asks once more
+  if (confirmLadder) {
+    confirmLadder.focus();
+    document.getElementById("ladder-cancel").addEventListener("click", (e) => {
+      e.preventDefault();
+      document.getElementById("ladder-confirm").remove();
+      document.getElementById("launch").focus();
+    });
+  }
 })();

@@ -1,0 +1,37 @@
+"""What bothered a new user in daily use: the ladder's confirmation, clone & edit, stale messages, the API's
+error reports and docs."""
+
+from __future__ import annotations
+
+import pytest
+from runs.models import Run
+
+from dapo.presets import ABLATION_LADDER
+
+pytestmark = pytest.mark.django_db
+
+
+def _form(paths, **changes):
+    from runs.forms import presets_data
+
+    values = {k: v for k, v in presets_data()["tiny_cpu"]["values"].items() if v is not False}
+    values = {k: ("on" if v is True else v) for k, v in values.items()}
+    return {**values, **paths, "name": "ladder", "preset": "tiny_cpu", **changes}
+
+
+def test_the_ladder_first_shows_the_six_runs_and_queues_nothing(alice_client, paths, queued):
+    response = alice_client.post("/runs/new/ladder/", _form(paths, **{"optim.lr": "3e-5"}))
+    html = response.content.decode()
+    assert response.status_code == 200 and not Run.objects.exists() and queued == []
+    assert 'id="ladder-confirm"' in html and f"Queue {len(ABLATION_LADDER)} runs" in html
+    for name, _, _ in ABLATION_LADDER:
+        assert f"<li>ladder · {name}</li>" in html
+    assert 'value="3e-05"' in html or 'value="3e-5"' in html  # the form keeps what was typed
+
+
+def test_the_confirmed_ladder_queues_the_six_runs(
+    alice_client, paths, queued, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = alice_client.post("/runs/new/ladder/", _form(paths, ladder_confirm="yes"))
+    assert response.status_code == 302 and Run.objects.count() == len(ABLATION_LADDER) == len(queued)
