@@ -3,7 +3,7 @@
 A backend offers the operations the trainer's loop needs; the loop is the same for both:
 
     generate(prompts, params) -> completions          rollout engines
-    score(responses, ground_truths, reward_fn)        reward functions
+    score(prompts, responses, ground_truths, data)    reward functions (data: the DataConfig)
     compute_logprobs(prompts, responses)              old-policy log-probs and entropies
     update(batch) -> (metrics, ratios); after_update()    learners, then weights to the engines
     set_lr, state_dict / load_state_dict, save_pretrained, memory_stats, close
@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from dapo.actor import PolicyActor, UpdateBatch
 from dapo.batching import score_locally
-from dapo.config import RunConfig
+from dapo.config import DataConfig, RunConfig
 from dapo.rollout.base import Completion, SamplingParams
 
 
@@ -24,7 +24,9 @@ class Backend(Protocol):
     tokenizer: Any
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]: ...
-    def score(self, responses: list[str], ground_truths: list[str], reward_fn: str) -> list[Any]: ...
+    def score(
+        self, prompts: list[str], responses: list[str], ground_truths: list[str], data: DataConfig
+    ) -> list[Any]: ...
     def compute_logprobs(
         self, prompts: list[list[int]], responses: list[list[int]]
     ) -> tuple[list[list[float]], list[list[float]]]: ...
@@ -48,8 +50,10 @@ class LocalBackend:
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         return self.actor.generate(prompts, params)
 
-    def score(self, responses: list[str], ground_truths: list[str], reward_fn: str) -> list[Any]:
-        return score_locally(responses, ground_truths, reward_fn)
+    def score(
+        self, prompts: list[str], responses: list[str], ground_truths: list[str], data: DataConfig
+    ) -> list[Any]:
+        return score_locally(prompts, responses, ground_truths, data)
 
     def compute_logprobs(self, prompts, responses):
         return self.actor.compute_logprobs(prompts, responses)

@@ -13,7 +13,7 @@ from dapo.actor import UpdateBatch
 from dapo.config import RunConfig
 from dapo.data import Problem
 from dapo.report import SampleRecord
-from dapo.reward import get_reward_fn, overlong_penalty
+from dapo.rewards import build_reward, overlong_penalty
 from dapo.rollout.base import Completion
 
 
@@ -40,6 +40,7 @@ class Rollout:
     entropy: list[float] | None = None
     token_ratio: list[float] | None = None
     with_tokens: bool = False
+    reward_scores: dict[str, float] | None = None
 
     def record(self, tokenizer: Any) -> SampleRecord:
         tokens = None
@@ -67,6 +68,7 @@ class Rollout:
             token_logprobs=self.sampling_logprobs if self.with_tokens else None,
             token_entropy=self.entropy if self.with_tokens else None,
             token_ratio=self.token_ratio if self.with_tokens else None,
+            reward_scores=self.reward_scores,
         )
 
 
@@ -84,13 +86,14 @@ def make_rollouts(
 ) -> list[Rollout]:
     """Score completions (n per problem, contiguous) and apply the soft overlong punishment (eq. 13).
 
-    ``scorer.score(responses, ground_truths, reward_fn)`` returns one reward result per response
-    (in this process or as Ray tasks, by backend).
+    ``scorer.score(prompts, responses, ground_truths, data)`` returns one reward result per response
+    (in this process or as Ray tasks, by backend), for the rewards ``data`` (a DataConfig) names.
     """
     n = len(completions) // max(len(problems), 1)
     texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in completions]
     truths = [problems[i // n].ground_truth for i in range(len(completions))]
-    results = scorer.score(texts, truths, config.data.reward_fn)
+    prompt_texts = [problems[i // n].prompt_text for i in range(len(completions))]
+    results = scorer.score(prompt_texts, texts, truths, config.data)
     a, r = config.algorithm, config.rollout
     out = []
     for i, (comp, text, res) in enumerate(zip(completions, texts, results, strict=True)):
@@ -116,14 +119,22 @@ def make_rollouts(
                 overlong_penalty=penalty,
                 reward=float(res.score) + penalty,
                 split=split,
+                reward_scores=res.scores,
             )
         )
     return out
 
 
-def score_locally(responses: list[str], ground_truths: list[str], reward_fn: str) -> list[Any]:
-    fn = get_reward_fn(reward_fn)
-    return [fn(text, truth) for text, truth in zip(responses, ground_truths, strict=True)]
+def score_locally(prompts: list[str], responses: list[str], ground_truths: list[str], data: Any) -> list[Any]:
+    """Score in this process with the rewards ``data`` (a DataConfig) names: a RewardResult each."""
+    return build_reward(data).score_batch(prompts, responses, ground_truths)
+
+
+def reward_metrics(rollouts: list[Rollout]) -> dict[str, float]:
+    """reward/<name>/mean: each reward's own score (before its weight) over the step's samples."""
+    scored = [r.reward_scores for r in rollouts if r.reward_scores]
+    names = list(scored[0]) if scored else []
+    return {f"reward/{n}/mean": sum(s.get(n, 0.0) for s in scored) / len(scored) for n in names}
 
 
 def build_update_batch(batch: list[Rollout], config: RunConfig, *, token_rows: int) -> UpdateBatch:
@@ -227,4 +238,5 @@ def step_metrics(rollouts: list[Rollout], batch: list[Rollout], config: RunConfi
         m["train/response_length/mean"] = sum(len(r.response_ids) for r in rollouts) / len(rollouts)
         m["train/truncated_frac"] = sum(r.truncated for r in rollouts) / len(rollouts)
     m["train/num_samples_trained"] = float(len(batch))
+    m.update(reward_metrics(rollouts))
     return m

@@ -82,7 +82,25 @@ class DataConfig:
     val/<file stem>/acc/mean@k and the rest (a file whose rows name several data_source values: one set
     per stem-data_source); with one file, per data_source column. verl data.val_files (a list)."""
     reward_fn: str = "math_dapo"
-    """Reward function (dapo.reward registry). math_dapo: +1 if the last "Answer:" matches, else -1."""
+    """Reward by name (dapo.rewards), or several separated by commas, summed with reward_weights:
+    math_dapo (+1 if the last "Answer:" matches, else -1), math_verify, boxed_exact, multiple_choice,
+    regex, json_match, http (a reward service), or an allowed plugin package.module:callable. The first
+    named gives acc and pred. verl reward_model.reward_manager / custom_reward_function; TRL reward_funcs."""
+    reward_weights: str = ""
+    """Weights of the rewards in reward_fn, one number each, separated by commas (empty: 1 each); the
+    sequence score is the weighted sum. TRL reward_weights."""
+    reward_pattern: str = ""
+    """regex reward: the pattern whose last match in the response (its first group, or all of it) must
+    equal the ground truth, e.g. "Final answer: (\\S+)"."""
+    reward_url: str = ""
+    """http reward: the reward service's URL; one an administrator listed in DAPO_REWARD_URLS.
+    OpenRLHF --remote_rm_url."""
+    reward_timeout_s: float = 30.0
+    """http reward: seconds to wait for one batch's reply."""
+    reward_retries: int = 2
+    """http reward: retries of a failed batch (with a growing pause) before the run fails."""
+    reward_batch_size: int = 64
+    """http reward: samples per POST to the reward service."""
     max_prompt_length: int = 256
     """Longest prompt in tokens, chat template applied; longer is an error. verl data.max_prompt_length."""
     train_batch_size: int = 16
@@ -98,7 +116,7 @@ class DataConfig:
         return [p for p in (self.val_path, *self.val_paths) if p]
 
     def __post_init__(self) -> None:
-        from dapo.reward import REWARD_FUNCTIONS  # torch-free
+        from dapo.rewards import reward_errors  # torch-free; imports no plugin
 
         c = _Checks()
         c.require(bool(self.train_path.strip()), "train_path", "must name a dataset file")
@@ -109,11 +127,11 @@ class DataConfig:
             "val_paths",
             "must not repeat a file (val_path included)",
         )
-        c.require(
-            self.reward_fn in REWARD_FUNCTIONS,
-            "reward_fn",
-            f"unknown reward function {shown(self.reward_fn)}; valid: {', '.join(REWARD_FUNCTIONS)}",
-        )
+        for name, message in reward_errors(self).items():
+            c.require(False, name, message)
+        c.require(0.0 < self.reward_timeout_s <= 3600, "reward_timeout_s", "must be in (0, 3600]")
+        c.require(0 <= self.reward_retries <= 10, "reward_retries", "must be in [0, 10]")
+        c.require(1 <= self.reward_batch_size <= 100_000, "reward_batch_size", "must be in [1, 100000]")
         c.require(1 <= self.max_prompt_length <= 1_000_000, "max_prompt_length", "must be in [1, 1000000]")
         c.require(1 <= self.train_batch_size <= 1_000_000, "train_batch_size", "must be in [1, 1000000]")
         c.require(1 <= self.gen_batch_size <= 1_000_000, "gen_batch_size", "must be in [1, 1000000]")

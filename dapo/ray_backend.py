@@ -104,13 +104,11 @@ class RayBackend:
         recover = self._rebuild_learners if self.config.execution.colocate else self._restore_rollouts
         return self._retry("generate", lambda: self._generate_once(prompts, params), recover)
 
-    def score(self, responses: list[str], ground_truths: list[str], reward_fn: str) -> list[Any]:
-        refs = [
-            self._score_task.remote(
-                responses[i : i + REWARD_CHUNK], ground_truths[i : i + REWARD_CHUNK], reward_fn
-            )
-            for i in range(0, len(responses), REWARD_CHUNK)
-        ]
+    def score(
+        self, prompts: list[str], responses: list[str], ground_truths: list[str], data: Any
+    ) -> list[Any]:
+        chunks = [slice(i, i + REWARD_CHUNK) for i in range(0, len(responses), REWARD_CHUNK)]
+        refs = [self._score_task.remote(prompts[c], responses[c], ground_truths[c], data) for c in chunks]
         return [result for chunk in self._ray.get(refs) for result in chunk]
 
     def compute_logprobs(

@@ -25,9 +25,9 @@ class WorkerNotReady(RuntimeError):
     """The actor holds no policy: it is new, or Ray restarted it, and the controller has not set it up."""
 
 
-def score_chunk(responses: list[str], ground_truths: list[str], reward_fn: str) -> list[Any]:
-    """Body of a reward task (run with ``ray.remote``)."""
-    return score_locally(responses, ground_truths, reward_fn)
+def score_chunk(prompts: list[str], responses: list[str], ground_truths: list[str], data: Any) -> list[Any]:
+    """Body of a reward task (run with ``ray.remote``); ``data`` is the run's DataConfig."""
+    return score_locally(prompts, responses, ground_truths, data)
 
 
 class PolicyWorker:

@@ -54,6 +54,8 @@ class SampleRecord:
     """Entropy of the policy at each token (old policy, at update time)."""
     token_ratio: list[float] | None = None
     """Importance ratio π_θ/π_old of each token at the first optimiser step that used it."""
+    reward_scores: dict[str, float] | None = None
+    """Each reward's own score by name, before its weight (data.reward_fn names one or several)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

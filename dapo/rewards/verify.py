@@ -47,7 +47,8 @@ class MathVerifyReward:
 
     @staticmethod
     def judges(ground_truth: str) -> bool:
-        return bool(parse_truth(ground_truth))
+        """Whether the ground truth parses as mathematics (not only as text compared verbatim)."""
+        return any(not isinstance(x, str) for x in parse_truth(ground_truth))
 
     def __call__(self, response: str, ground_truth: str) -> RewardResult:
         lib = _library()

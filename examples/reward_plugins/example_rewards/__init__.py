@@ -1,0 +1,1 @@
+"""Example reward plugins for DAPO (see README.md beside this folder)."""
