@@ -115,6 +115,7 @@ def _rank_main(rank: int, port: int, config: RunConfig, ckpt: str, out_dir: str)
                 torch.save(run["state"], ckpt)
             actor.update(shard2)
             run["continued"] = actor.state_dict()["model"]
+            actor.save_pretrained(Path(out_dir) / "hf")  # rank 0 writes it
             dist.barrier()  # the checkpoint is on disk
             resumed = PolicyActor(learner_config(config, "fsdp"), rank=rank, world_size=WORLD)
             resumed.load_state_dict(torch.load(ckpt, weights_only=True))
@@ -183,9 +184,6 @@ def two_ranks(tiny_learner: RunConfig, tmp_path_factory) -> dict[str, Any]:
     ref["tensors"] = len(list(single.model.parameters()))
     single.update(batch2)
     ref["continued"] = {k: v.clone() for k, v in single.model.state_dict().items()}
-    ref["initial"] = {
-        k: v.clone() for k, v in PolicyActor(learner_config(tiny_learner, "ddp")).model.state_dict().items()
-    }
     return {
         "ranks": ranks,
         "ref": ref,
@@ -221,7 +219,8 @@ def test_two_fsdp_learners_compute_the_one_process_loss_gradients_and_step(two_r
     # gradients (of the last mini-batch) and the weights after both optimiser steps
     _assert_close(run["grads"], ref["grads"], **GRADS)
     _assert_close(run["state"]["model"], ref["weights"], **WEIGHTS)
-    moved = max((ref["weights"][k] - ref["initial"][k]).abs().max().item() for k in ref["weights"])
+    initial = two_ranks["ranks"]["plain"]["engine"]  # the engine's copy, before the first hand-over
+    moved = max((ref["weights"][k] - initial[k]).abs().max().item() for k in ref["weights"])
     assert moved > 10 * WEIGHTS["atol"]
 
 
@@ -267,6 +266,15 @@ def test_an_fsdp_checkpoint_has_the_unsharded_format_and_resumes_on_one_process(
     single.load_state_dict(state)
     single.update(two_ranks["batches"][1])
     _assert_close(single.model.state_dict(), two_ranks["ranks"]["plain"]["continued"], **WEIGHTS)
+
+
+def test_an_fsdp_learner_saves_a_huggingface_folder_of_its_whole_weights(two_ranks) -> None:
+    from transformers import AutoModelForCausalLM
+
+    folder = two_ranks["ckpt"].parent / "hf"
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+    _assert_close(model.state_dict(), two_ranks["ranks"]["plain"]["continued"], rtol=0.0, atol=0.0)
+    assert (folder / "tokenizer_config.json").is_file()
 
 
 def test_fsdp_learners_score_equally_long_log_prob_shards() -> None:
