@@ -20,6 +20,10 @@ from runs.models import Checkpoint, Run, Status
 from runs.series import PAGE_MAX_POINTS, list_row, metric_series, newest_samples
 from runs.starts import fork_choices, fork_problem, resume_step
 
+STATUS_NOTE = "status-note"
+"""The class of a message about a run's status ("Cancelling..."): the run page removes it once the status
+it speaks of has changed, so it never stays beside a status that says otherwise."""
+
 
 def _run_for(request: HttpRequest, run_id: int) -> Run:
     """The run if this user may see it; 404 otherwise (another user's run looks missing)."""
@@ -101,7 +105,10 @@ def _render_new(
     ladder_runs: list[str] | None = None,
 ) -> HttpResponse:
     checkpoints, pruned = fork_choices(parent) if parent else ([], [])
+    raw_source = request.GET.get("from")
+    source = None if parent or not _digits(raw_source) else _run_for(request, int(raw_source or 0))
     context = {
+        "source": source,
         "sections": forms.sections(values, errors),
         "errors": errors,
         "general_errors": {k: v for k, v in errors.items() if k not in values},
@@ -156,6 +163,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
         {"cancelling": "Cancelling: the run stops at its next step boundary."}.get(
             outcome, f"Run is {outcome}."
         ),
+        extra_tags=STATUS_NOTE,
     )
     return redirect("runs:detail", run_id=run.pk)
 
@@ -166,7 +174,7 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     step, problem = resume_step(run)
     if step is not None and run.resume():
         publish(run.pk, status_event(run))
-        messages.info(request, f"Resumed from the checkpoint of step {step}.")
+        messages.info(request, f"Resumed from the checkpoint of step {step}.", extra_tags=STATUS_NOTE)
     else:
         messages.error(request, problem or "Only a failed or cancelled run with a checkpoint can be resumed.")
     return redirect("runs:detail", run_id=run.pk)

@@ -35,3 +35,18 @@ def test_the_confirmed_ladder_queues_the_six_runs(
     with django_capture_on_commit_callbacks(execute=True):
         response = alice_client.post("/runs/new/ladder/", _form(paths, ladder_confirm="yes"))
     assert response.status_code == 302 and Run.objects.count() == len(ABLATION_LADDER) == len(queued)
+
+
+def test_clone_and_edit_says_which_run_it_copies(alice_client, alice_run):
+    html = alice_client.get(f"/runs/new/?from={alice_run.pk}").content.decode()
+    assert f"<title>Clone run #{alice_run.pk} · DAPO platform</title>" in html
+    assert f'Clone &amp; edit run <a href="/runs/{alice_run.pk}/">#{alice_run.pk} alice-demo</a>' in html
+    assert 'id="preset-notice"' in html  # where the form lists what a preset change overwrote
+    assert "<title>New run · DAPO platform</title>" in alice_client.get("/runs/new/").content.decode()
+
+
+def test_a_status_message_is_marked_so_the_run_page_drops_it_once_stale(alice_client, alice_run):
+    alice_run.claim("w")
+    html = alice_client.post(f"/runs/{alice_run.pk}/cancel/", follow=True).content.decode()
+    note = "Cancelling: the run stops at its next step boundary."
+    assert f'<li class="msg msg-info status-note">{note}</li>' in html

@@ -214,8 +214,15 @@
     const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
     return h ? `${h}h ${m}m` : m ? `${m}m ${sec}s` : `${sec}s`;
   }
+  let shownStatus = `${initial.run.status}/${initial.run.cancel_requested}`;
   function renderRun(state) {
     run = state; runReceivedAt = Date.now();
+    const now = `${state.status}/${state.cancel_requested}`;
+    if (now !== shownStatus) { // "Cancelling: ..." is stale once the run is cancelled: drop such notes
+      document.querySelectorAll(".messages .status-note").forEach((el) => el.remove());
+      document.querySelectorAll(".messages").forEach((ul) => { if (!ul.children.length) ul.remove(); });
+      shownStatus = now;
+    }
     const badge = $("run-status");
     badge.textContent = state.cancel_requested && state.status === "running" ? "cancelling" : state.status;
     badge.dataset.status = state.status;

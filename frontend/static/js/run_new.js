@@ -17,12 +17,46 @@
     const p = presets[presetSelect.value];
     help.textContent = p ? p.description : "";
   }
+  function fieldValue(name) {
+    const el = form.elements.namedItem(name);
+    if (!el) return undefined;
+    return el.type === "checkbox" ? el.checked : el.value;
+  }
+  // Picking a preset replaces every field. What it overwrote (a clone's settings, the user's edits) is
+  // listed beside the menu with an Undo, so a change of the menu never silently loses a value.
+  const notice = document.getElementById("preset-notice");
+  let undo = null;
+  let previousPreset = presetSelect.value;
   presetSelect.addEventListener("change", () => {
     const p = presets[presetSelect.value];
     if (!p) return;
+    const before = {};
+    for (const name of Object.keys(p.values)) before[name] = fieldValue(name);
     for (const [name, value] of Object.entries(p.values)) setField(name, value);
+    const changed = Object.keys(p.values).filter((n) => before[n] !== undefined && before[n] !== fieldValue(n));
+    const from = previousPreset;
+    undo = () => {
+      for (const [name, value] of Object.entries(before)) if (value !== undefined) setField(name, value);
+      presetSelect.value = from;
+      previousPreset = from;
+      showHelp();
+    };
+    previousPreset = presetSelect.value;
     form.querySelectorAll(".field.has-error").forEach((f) => f.classList.remove("has-error"));
     showHelp();
+    if (changed.length) {
+      const shown = changed.slice(0, 4).map((n) => `${n} ${before[n]} → ${fieldValue(n)}`).join(", ");
+      const more = changed.length > 4 ? ` and ${changed.length - 4} more` : "";
+      document.getElementById("preset-notice-text").textContent =
+        `The preset ${presetSelect.value} replaced ${changed.length} setting${changed.length === 1 ? "" : "s"}: ${shown}${more}.`;
+      notice.hidden = false;
+    } else notice.hidden = true;
+  });
+  document.getElementById("preset-undo").addEventListener("click", () => {
+    if (undo) undo();
+    undo = null;
+    notice.hidden = true;
+    presetSelect.focus();
   });
   document.getElementById("f-base-model").addEventListener("change", (e) => {
     const opt = e.target.selectedOptions[0];

@@ -1,0 +1,87 @@
+"""Daily use in the browser: a preset change on Clone & edit lists what it replaced and can be undone; a
+"Cancelling..." note leaves once the run is cancelled; the run page follows the run's log.
+
+Only daphne runs here: the runs are written straight into the test database, and status events are
+published to the channel layer by the test itself.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from tests.e2e.support import CHROMIUM_ARGS, VIEWPORT, open_page
+from tests.platform.fixtures import queued  # noqa: F401 (a fixture: runs are never sent to Celery)
+from tests.platform.support import make_fake_assets
+from tests.worker import stack
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300), pytest.mark.django_db(transaction=True)]
+
+
+def _off_loop(fn: Any) -> Any:
+    """Run a database call in a thread: Playwright's sync API keeps an event loop in this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn).result()
+
+
+def _login(page: Any, base: str) -> None:
+    page.goto(f"{base}/accounts/login/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "alice-pass-123")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/runs/")
+
+
+def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chromium_path, settings):  # noqa: F811
+    from playwright.sync_api import expect, sync_playwright
+    from runs.events import publish, status_event
+    from runs.models import Run
+    from runs.run_log import log_path
+
+    from dapo.presets import get_preset
+
+    settings.DAPO_VAR_DIR = tmp_path / "var"  # the log files daphne reads
+    config = get_preset("tiny_cpu").with_overrides({**make_fake_assets(tmp_path), "optim.lr": 3e-4})
+    run = Run.create_queued(owner=alice, name="lr-3e-4", config=config, preset="tiny_cpu")
+    env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1")
+    port = stack.free_port()
+    base = f"http://127.0.0.1:{port}"
+    with stack.daphne(env, tmp_path / "daphne.log", port), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        page, errors = open_page(browser, viewport=VIEWPORT)
+        _login(page, base)
+
+        # Clone & edit: the title names the run; a preset change lists what it replaced, and Undo restores
+        page.goto(f"{base}/runs/new/?from={run.pk}")
+        assert page.title().startswith(f"Clone run #{run.pk}")
+        assert page.input_value("#f-optim-lr") == "0.0003"
+        page.select_option("#f-preset", "tiny_cpu")
+        expect(page.locator("#preset-notice")).to_be_visible()
+        assert "optim.lr 0.0003 → " in page.text_content("#preset-notice-text")
+        assert page.input_value("#f-optim-lr") != "0.0003"
+        page.click("#preset-undo")
+        assert page.input_value("#f-optim-lr") == "0.0003"
+        expect(page.locator("#preset-notice")).to_be_hidden()
+
+        # the run page follows the log, and a "Cancelling" note goes once the run is cancelled
+        _off_loop(lambda: run.claim("w"))
+        path = log_path(run.pk)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("===== attempt 1 =====\nstep 1 done\n")
+        page.goto(f"{base}/runs/{run.pk}/")
+        page.click("#run-log-panel summary")
+        expect(page.locator("#run-log")).to_contain_text("step 1 done")
+        with path.open("a") as f:
+            f.write("Traceback (most recent call last):\nValueError: <b>boom</b>\n")
+        expect(page.locator("#run-log")).to_contain_text("ValueError: <b>boom</b>", timeout=10_000)
+        assert page.locator("#run-log b").count() == 0  # text, never markup
+        page.click("#cancel-btn")
+        expect(page.locator(".messages .status-note")).to_contain_text("Cancelling")
+        expect(page.locator("#live-indicator")).to_have_text("live")
+        _off_loop(lambda: (run.finish("cancelled", worker_id="w"), publish(run.pk, status_event(run))))
+        expect(page.locator("#run-status")).to_have_text("cancelled")
+        expect(page.locator(".messages .status-note")).to_have_count(0)
+        assert errors == []
+        browser.close()
