@@ -19,5 +19,5 @@ lint:  ## ruff, mypy and the import contracts only
 venv:  ## create .venv and install both locks (no-op when they have not changed)
 	$(PYTHON) -m scripts.envsetup --dev
 
-lock:  ## re-resolve requirements*.in into requirements.lock and requirements-dev.lock
+lock:  ## re-resolve requirements*.in into requirements.lock, requirements-dev.lock and requirements-gpu.lock
 	$(PYTHON) -m scripts.lock

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# One-GPU check of the DAPO stack, in under 8 minutes, with no downloads:
-#   1. environment: torch, CUDA device, vLLM (optional);
-#   2. engine conformance tests on CUDA (pytest -m "gpu or vllm": hf-cuda, and vllm where installed);
-#   3. DAPO steps in one process on the GPU (bf16, a ~25M-parameter Llama built here from a config, the demo's
-#      character tokenizer and arithmetic problems): rollout and training tokens/s;
-#   4. DAPO steps on the Ray backend (a local Ray, one worker holding the GPU): the same figures.
+# One-GPU check of the DAPO stack, in under 8 minutes, with no downloads (install: requirements-gpu.lock):
+#   1. environment: torch, CUDA device, the vLLM release (one that dapo/rollout/vllm.py supports);
+#   2. engine conformance tests on CUDA (pytest -m "gpu or vllm": hf-cuda and vllm);
+#   3. DAPO steps in one process (bf16, a ~25M-parameter Llama, demo tokenizer, hf engine);
+#   4. the same on the Ray backend (a local Ray, one worker holding the GPU);
+#   5. a Qwen2.5-0.5B-shaped random model (bf16, vocabulary 151,936, built from a config): vLLM and the
+#      hf engine on the same 64 prompts x 8 samples (tokens/s, log-prob gap to the learner), then vLLM's
+#      weight sync from a learner on the GPU (seconds; the gap must close);
+#   6. DAPO steps on that model: Ray backend, vLLM colocated with an FSDP learner on the one GPU (rollout
+#      and learner tokens/s, learner MFU, peak GPU memory of all processes).
 #
 #   bench/gpu_check.sh            # on a machine with a CUDA GPU
-#   bench/gpu_check.sh --cpu      # dry run of the same steps on CPU with a tiny model (checks the script)
+#   bench/gpu_check.sh --cpu      # dry run of the same steps on CPU with tiny models, hf engine for vLLM
 #
-# Environment: PYTHON (default .venv/bin/python, else python3), OUT_DIR (default a new /tmp/dapo-gpu-*).
-# Prints a JSON line "RESULT {...}" per training phase, for bench/README.md.
-set -euo pipefail
+# Environment: PYTHON (default .venv/bin/python, else python3), OUT_DIR (default a new /tmp/dapo-gpu-*),
+# BUDGET_S (default 470, 4x in the dry run: the whole check stops there), STEPS (default "1 2 3 4 5 6": the
+# steps to run). Prints "RESULT {...}" lines for bench/README.md and a summary with one line per step; a
+# failed step says why in one line, the next step still runs, and the exit status is 1 when any failed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=gpu
@@ -19,116 +25,63 @@ if [[ "${1:-}" == "--cpu" ]]; then MODE=cpu; fi
 PY=${PYTHON:-.venv/bin/python}
 if [[ ! -x "$PY" ]]; then PY=python3; fi
 OUT=${OUT_DIR:-$(mktemp -d /tmp/dapo-gpu-XXXXXX)}
+SCALE=1  # the dry run gives every step 4x its time: a busy 2-core VM, not a GPU node
+if [[ $MODE == cpu ]]; then SCALE=4; fi
+BUDGET_S=${BUDGET_S:-$((470 * SCALE))}
+STEPS=${STEPS:-1 2 3 4 5 6}
 mkdir -p "$OUT"
-export DAPO_VAR_DIR="$OUT/var" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export DAPO_VAR_DIR="$OUT/var" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" TOKENIZERS_PARALLELISM=false
 started=$SECONDS
+SUMMARY=()
+FAILED=0
 
-echo "== 1/4 environment ($MODE mode, output in $OUT)"
-"$PY" - "$MODE" <<'EOF'
-import importlib.util, sys
-import torch
-print(f"python {sys.version.split()[0]}, torch {torch.__version__}, cuda available: {torch.cuda.is_available()}")
-if torch.cuda.is_available():
-    print(f"device: {torch.cuda.get_device_name(0)}, bf16 supported: {torch.cuda.is_bf16_supported()}")
-for name in ("vllm", "ray", "transformers"):
-    spec = importlib.util.find_spec(name)
-    version = __import__(name).__version__ if spec else "not installed"
-    print(f"{name}: {version}")
-if sys.argv[1] == "gpu" and not torch.cuda.is_available():
-    sys.exit("no CUDA device: run on a GPU machine, or use --cpu for a dry run")
-EOF
-
-echo "== 2/4 engine conformance on CUDA"
-timeout 300 "$PY" -m pytest tests/dapo/rollout -m "gpu or vllm" -q -rs -p no:cacheprovider
-
-steps() {  # $1 = backend (local | ray)
-  timeout 240 "$PY" - "$MODE" "$OUT" "$1" <<'EOF'
-import json, sys
-from pathlib import Path
-
-mode, out, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
-gpu = mode == "gpu"
-
-from dapo.config import (AlgorithmConfig, CheckpointConfig, DataConfig, ExecutionConfig, ModelConfig,
-                         OptimConfig, RolloutConfig, RunConfig, ValidationConfig)
-from dapo.report import Sink
-from dapo.trainer import Trainer
-
-
-def build_assets() -> tuple[Path, Path]:
-    """A random Llama (~25M parameters on GPU, ~0.1M in the dry run) with the demo tokenizer; 256 problems."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from dapo.data import write_parquet
-    from dapo.demo import build_tokenizer, make_arithmetic_problems
-
-    model_dir, data = out / "model", out / "train.parquet"
-    if not (model_dir / "config.json").is_file():
-        tok = build_tokenizer()
-        hidden, layers = (512, 8) if gpu else (64, 2)
-        cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=hidden * 11 // 4,
-                          num_hidden_layers=layers, num_attention_heads=hidden // 64,
-                          num_key_value_heads=hidden // 64, max_position_embeddings=512,
-                          tie_word_embeddings=True, bos_token_id=tok.bos_token_id,
-                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-        torch.manual_seed(0)
-        LlamaForCausalLM(cfg).save_pretrained(model_dir)
-        tok.save_pretrained(model_dir)
-        write_parquet(make_arithmetic_problems(256, seed=1), data)
-    return model_dir, data
-
-
-class Figures(Sink):
-    def __init__(self) -> None:
-        self.rows: list[dict] = []
-
-    def on_step(self, report) -> None:
-        m = report.metrics
-        generated = m["train/response_length/mean"] * m["train/num_prompts_generated"] * n
-        self.rows.append({
-            "step": report.step,
-            "step_s": m["timing_s/step"] - m.get("timing_s/save_checkpoint", 0.0),
-            "rollout_tok_s": generated / max(m["timing_s/gen"], 1e-9),
-            "train_tok_s": m["perf/total_num_tokens"] / max(m["timing_s/update_actor"], 1e-9),
-            "logprob_tok_s": m["perf/total_num_tokens"] / max(m["timing_s/old_log_prob"], 1e-9),
-            "max_memory_gb": m.get("perf/max_memory_allocated_gb", 0.0),
-        })
-
-
-model_dir, data = build_assets()
-n, prompts, steps = (8, 32, 4) if gpu else (2, 4, 2)
-config = RunConfig(
-    model=ModelConfig(path=str(model_dir), dtype="bfloat16" if gpu else "float32", device="cuda" if gpu else "cpu"),
-    data=DataConfig(train_path=str(data), val_path="", max_prompt_length=64, train_batch_size=prompts,
-                    gen_batch_size=prompts),
-    rollout=RolloutConfig(engine="hf", n=n, max_response_length=128 if gpu else 16),
-    algorithm=AlgorithmConfig(dynamic_sampling=False, overlong_buffer_len=16 if gpu else 4),
-    optim=OptimConfig(lr=1e-5, warmup_steps=0, mini_batch_size=prompts // 4, micro_batch_size=64,
-                      total_steps=steps),
-    validation=ValidationConfig(every_n_steps=0),
-    checkpoint=CheckpointConfig(every_n_steps=0, keep_last=1),
-    execution=ExecutionConfig(backend=backend, cpus_per_worker=1.0, gpus_per_worker=1.0 if gpu else 0.0,
-                              torch_threads=0 if gpu else 1),
-    seed=0,
-)
-figures = Figures()
-result = Trainer(config, out / f"run-{backend}", [figures]).fit()
-if result.status != "succeeded":
-    sys.exit(f"{backend} run failed: {result.error}")
-for row in figures.rows:
-    print(f"step {row['step']}: {row['step_s']:.2f} s, rollout {row['rollout_tok_s']:.0f} tok/s, "
-          f"training {row['train_tok_s']:.0f} tok/s, log-probs {row['logprob_tok_s']:.0f} tok/s")
-timed = figures.rows[1:] or figures.rows  # the first step warms up kernels and allocators
-summary = {k: sum(r[k] for r in timed) / len(timed) for k in timed[0] if k != "step"}
-print("RESULT " + json.dumps({"mode": mode, "backend": backend, "samples_per_step": prompts * n, **summary}))
-EOF
+step() {  # step NAME LIMIT_S COMMAND...: run with a time limit, keep its log, record one summary line
+  local name=$1 limit=$(($2 * SCALE))
+  shift 2
+  if [[ " $STEPS " != *" ${name%% *} "* ]]; then
+    SUMMARY+=("skip  $name (not in STEPS)")
+    return
+  fi
+  local left=$((BUDGET_S - (SECONDS - started)))
+  if ((left < 15)); then
+    SUMMARY+=("FAIL  $name: not run, the ${BUDGET_S} s budget is spent")
+    FAILED=1
+    return
+  fi
+  ((limit > left)) && limit=$left
+  local log="$OUT/step-${name%% *}.log" t0=$SECONDS
+  echo "== $name (limit ${limit} s)"
+  timeout "$limit" "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]} reason
+  if ((rc == 0)); then
+    SUMMARY+=("ok    $name ($((SECONDS - t0)) s)")
+    return
+  fi
+  FAILED=1
+  if ((rc == 124)); then
+    reason="stopped after ${limit} s (time limit)"
+  else
+    reason=$(grep -E '^FAIL |^(FAILED|ERROR) tests/|^[A-Za-z_.]*(Error|Exception): ' "$log" | tail -n 1)
+    reason=${reason:-"exit status $rc, no error line: see $log"}
+  fi
+  SUMMARY+=("FAIL  $name: ${reason:0:240}")
 }
 
-echo "== 3/4 DAPO steps, one process"
-steps local
+echo "== output in $OUT ($MODE mode)"
+step "1 environment" 60 "$PY" bench/gpu_check.py env "$MODE"
+step "2 engine conformance" 180 "$PY" -m pytest tests/dapo/rollout -m "gpu or vllm" -q -rs -p no:cacheprovider
+step "3 DAPO steps, one process" 90 "$PY" bench/gpu_check.py steps "$MODE" "$OUT" local
+if "$PY" -c "import ray" 2>/dev/null; then
+  step "4 DAPO steps, Ray" 120 "$PY" bench/gpu_check.py steps "$MODE" "$OUT" ray
+  step "5 vLLM vs hf, weight sync (0.5B shape)" 150 "$PY" bench/gpu_check.py engines "$MODE" "$OUT"
+  step "6 DAPO steps, vLLM + FSDP (0.5B shape)" 240 "$PY" bench/gpu_check.py real "$MODE" "$OUT"
+else
+  step "5 vLLM vs hf, weight sync (0.5B shape)" 150 "$PY" bench/gpu_check.py engines "$MODE" "$OUT"
+  SUMMARY+=("FAIL  4 and 6: ray is not installed (pip install -r requirements-gpu.lock)")
+  FAILED=1
+fi
 
-echo "== 4/4 DAPO steps, Ray backend (one worker)"
-if "$PY" -c "import ray" 2>/dev/null; then steps ray; else echo "ray not installed: skipped"; fi
-
-echo "== done in $((SECONDS - started)) s; outputs in $OUT"
+echo
+echo "== summary ($MODE mode, $((SECONDS - started)) s, outputs and logs in $OUT)"
+printf '%s\n' "${SUMMARY[@]}"
+exit $FAILED
