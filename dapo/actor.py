@@ -48,6 +48,17 @@ class UpdateBatch:
     """Sequences of each whole mini-batch (all workers), for the seq-mean modes."""
     ratio_rows: list[int] = field(default_factory=list)
     """Rows whose per-token importance ratio to return (token view)."""
+    old_is_current: bool = False
+    """True when the update makes one optimiser step (one mini-batch, one epoch) from the policy that
+    sampled: ``old_logprobs`` are then not computed (empty), the update's own log-probs, detached, stand
+    in for them (the same loss and gradient; every ratio is exactly 1), and the update returns each
+    row's per-token entropy, the old policy's, in place of the skipped forward's."""
+
+
+RowValues = dict[int, list[float]]
+"""Per-token values of some rows of an update batch, by row."""
+UpdateResult = tuple[dict[str, float], RowValues, RowValues]
+"""What an update returns: (metrics, per-token ratios, per-token entropies), see ``PolicyActor.update``."""
 
 
 class PolicyActor:
@@ -121,9 +132,10 @@ class PolicyActor:
                 chunk_tokens=self.config.optim.logprob_chunk_tokens,
             )
             assert ent is not None
+            logp_rows, ent_rows = logp.tolist(), ent.tolist()  # one copy each, then Python slices
             for j, i in enumerate(idx):
-                logps[i] = logp[j, : len(responses[i])].tolist()
-                ents[i] = ent[j, : len(responses[i])].tolist()
+                logps[i] = logp_rows[j][: len(responses[i])]
+                ents[i] = ent_rows[j][: len(responses[i])]
         return logps, ents
 
     def _micro_batches(
@@ -151,11 +163,12 @@ class PolicyActor:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
-    def update(self, batch: UpdateBatch) -> tuple[dict[str, float], dict[int, list[float]]]:
+    def update(self, batch: UpdateBatch) -> UpdateResult:
         """``epochs`` passes over the batch, one optimiser step per mini-batch (paper eq. 8).
 
-        Returns (metrics averaged over optimiser steps, {row: per-token ratio at its first update}), with
-        ``perf/padding_frac``: the padded share of the token slots of every micro-batch the update ran.
+        Returns (metrics averaged over optimiser steps, {row: per-token ratio at its first update},
+        {row: per-token entropy at its first update} for every row when ``batch.old_is_current``, else
+        empty), with ``perf/padding_frac``: the padded share of the token slots of every micro-batch run.
         ``actor/pg_loss`` is the SUM of the mini-batch losses over the update's optimiser steps (verl's
         meaning); ``actor/pg_loss_mean`` their mean (docs/metrics.md).
         """
@@ -163,11 +176,12 @@ class PolicyActor:
         sums: dict[str, float] = defaultdict(float)
         counts: dict[str, int] = defaultdict(int)
         ratios: dict[int, list[float]] = {}
+        entropies: RowValues = {}
         padding = PaddingCount()
         for _ in range(self.config.optim.epochs):
             for mb in sorted(set(batch.minibatch)):
                 rows = [i for i, m in enumerate(batch.minibatch) if m == mb]
-                metrics = self._minibatch_step(batch, mb, rows, ratios, padding)
+                metrics = self._minibatch_step(batch, mb, rows, (ratios, entropies), padding)
                 for k, v in metrics.items():
                     sums[k] += v
                     counts[k] += 1
@@ -175,14 +189,14 @@ class PolicyActor:
         if "actor/pg_loss" in sums:
             out["actor/pg_loss_mean"] = out["actor/pg_loss"]
             out["actor/pg_loss"] = sums["actor/pg_loss"]
-        return {**out, "perf/padding_frac": padding.fraction}, ratios
+        return {**out, "perf/padding_frac": padding.fraction}, ratios, entropies
 
     def _minibatch_step(
         self,
         batch: UpdateBatch,
         mb: int,
         rows: list[int],
-        ratios: dict[int, list[float]],
+        token_data: tuple[RowValues, RowValues],
         padding: PaddingCount,
     ) -> dict[str, float]:
         a = self.config.algorithm
@@ -206,7 +220,10 @@ class PolicyActor:
             mask = packed.response_mask * torch.tensor(
                 [float(batch.loss_mask[i]) for i in idx], device=self.device
             ).unsqueeze(-1)  # (b, T)
-            old = _pad_rows([batch.old_logprobs[i] for i in idx], logp.shape[1], self.device)  # (b, T)
+            if batch.old_is_current:  # old = current policy: ratio exactly 1, gradient −A·∇logp
+                old = logp.detach()
+            else:
+                old = _pad_rows([batch.old_logprobs[i] for i in idx], logp.shape[1], self.device)  # (b, T)
             adv = torch.tensor([batch.advantages[i] for i in idx], device=self.device)  # (b,)
             loss, m = policy_loss(
                 logp,
@@ -231,7 +248,7 @@ class PolicyActor:
             m["actor/pg_loss"] = float(loss.item())
             for k, v in m.items():
                 metrics[k] += v if k == "actor/pg_loss" else v * share
-            self._record_ratios(batch, idx, logp.detach(), old, ratios)
+            self._record_rows(batch, idx, logp.detach(), old, entropy, token_data)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
         if math.isfinite(float(grad_norm)):
             self.optimizer.step()
@@ -241,11 +258,21 @@ class PolicyActor:
         metrics["actor/lr"] = self.optimizer.param_groups[0]["lr"]
         return metrics
 
-    def _record_ratios(self, batch: UpdateBatch, idx: list[int], logp, old, ratios) -> None:
-        for j, i in enumerate(idx):
-            if i in batch.ratio_rows and i not in ratios:
-                n = len(batch.responses[i])
-                ratios[i] = torch.exp(torch.clamp(logp[j, :n] - old[j, :n], -20, 20)).tolist()
+    def _record_rows(
+        self, batch: UpdateBatch, idx: list[int], logp, old, entropy, token_data: tuple[RowValues, RowValues]
+    ) -> None:
+        """Per-token ratios of the asked rows and, when the old forward was skipped, every row's entropy,
+        at each row's first update (one ``tolist`` per micro-batch, then Python slices)."""
+        ratios, entropies = token_data
+        wanted = [j for j, i in enumerate(idx) if i in batch.ratio_rows and i not in ratios]
+        if wanted:
+            ratio = torch.exp(torch.clamp(logp[wanted] - old[wanted], -20, 20)).tolist()
+            for j, values in zip(wanted, ratio, strict=True):
+                ratios[idx[j]] = values[: len(batch.responses[idx[j]])]
+        if batch.old_is_current and idx[0] not in entropies:
+            ent = entropy.detach().tolist()
+            for j, i in enumerate(idx):
+                entropies[i] = ent[j][: len(batch.responses[i])]
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -317,10 +344,8 @@ class PolicyActor:
 
 
 def _pad_rows(rows: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
-    out = torch.zeros(len(rows), width, device=device)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r, device=device)
-    return out
+    """(len(rows), width) float32, each row zero-padded on the right: one tensor built, one copy."""
+    return torch.tensor([r + [0.0] * (width - len(r)) for r in rows], dtype=torch.float32, device=device)
 
 
 def _engine_options(config: RunConfig) -> dict[str, Any]:

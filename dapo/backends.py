@@ -5,7 +5,7 @@ A backend offers the operations the trainer's loop needs; the loop is the same f
     generate(prompts, params) -> completions          rollout engines
     score(prompts, responses, ground_truths, data)    reward functions (data: the DataConfig)
     compute_logprobs(prompts, responses)              old-policy log-probs and entropies
-    update(batch) -> (metrics, ratios); after_update()    learners, then weights to the engines
+    update(batch) -> (metrics, ratios, entropies); after_update()    learners, then engines
     set_lr, state_dict / load_state_dict, save_pretrained, memory_stats, close
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from dapo.actor import PolicyActor, UpdateBatch
+from dapo.actor import PolicyActor, UpdateBatch, UpdateResult
 from dapo.batching import score_locally
 from dapo.config import DataConfig, RunConfig
 from dapo.rollout.base import Completion, SamplingParams
@@ -30,7 +30,7 @@ class Backend(Protocol):
     def compute_logprobs(
         self, prompts: list[list[int]], responses: list[list[int]]
     ) -> tuple[list[list[float]], list[list[float]]]: ...
-    def update(self, batch: UpdateBatch) -> tuple[dict[str, float], dict[int, list[float]]]: ...
+    def update(self, batch: UpdateBatch) -> UpdateResult: ...
     def after_update(self) -> None: ...
     def set_lr(self, lr: float) -> None: ...
     def state_dict(self) -> dict[str, Any]: ...

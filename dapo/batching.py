@@ -137,10 +137,13 @@ def reward_metrics(rollouts: list[Rollout]) -> dict[str, float]:
     return {f"reward/{n}/mean": sum(s.get(n, 0.0) for s in scored) / len(scored) for n in names}
 
 
-def build_update_batch(batch: list[Rollout], config: RunConfig, *, token_rows: int) -> UpdateBatch:
+def build_update_batch(
+    batch: list[Rollout], config: RunConfig, *, token_rows: int, old_is_current: bool = False
+) -> UpdateBatch:
     """The update's inputs, with each mini-batch's global token and sequence counts (exact token mean).
 
-    Overlong filtering (paper §3.4) zeroes the loss mask of truncated samples.
+    Overlong filtering (paper §3.4) zeroes the loss mask of truncated samples. ``old_is_current``: the
+    old log-probs were skipped (``old_policy_is_current``); the update stands its own in for them.
     """
     G = config.rollout.n
     per_mb = config.optim.mini_batch_size * G
@@ -163,7 +166,18 @@ def build_update_batch(batch: list[Rollout], config: RunConfig, *, token_rows: i
         minibatch_tokens=tokens,
         minibatch_seqs=seqs,
         ratio_rows=list(range(min(token_rows, len(batch)))),
+        old_is_current=old_is_current,
     )
+
+
+def old_policy_is_current(num_rows: int, config: RunConfig, *, stale: bool = False) -> bool:
+    """Whether the old-policy log-probs equal the ones the update computes before its first step, so
+    their separate forward can be skipped (verl and TRL skip it alike): the update makes ONE optimiser
+    step (one epoch over one mini-batch) from the weights that sampled the batch (``stale`` False: not
+    one-step off-policy generation). Then π_old = π_θ, every ratio is exactly 1 and the gradient is
+    −A·∇log π_θ, the same as with the recomputed log-probs."""
+    per_mb = config.optim.mini_batch_size * config.rollout.n
+    return not stale and config.optim.epochs == 1 and 0 < num_rows <= per_mb
 
 
 def stats(prefix: str, values: list[float]) -> dict[str, float]:

@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dapo.actor import UpdateBatch
+from dapo.actor import UpdateBatch, UpdateResult
 from dapo.config import RunConfig
 from dapo.ray_cluster import (
     connect,
@@ -124,13 +124,13 @@ class RayBackend:
 
         return self._retry("compute_logprobs", once, self._rebuild_learners)
 
-    def update(self, batch: UpdateBatch) -> tuple[dict[str, float], dict[int, list[float]]]:
+    def update(self, batch: UpdateBatch) -> UpdateResult:
         """One call per learner does the whole update (see ``PolicyWorker.train``): every hop between
         processes costs latency, the more so on a busy machine."""
         colocate = self.config.execution.colocate
         keep = not colocate or self.config.execution.max_step_retries > 0
 
-        def once() -> tuple[dict[str, float], dict[int, list[float]]]:
+        def once() -> UpdateResult:
             shards = shard_update(batch, len(self.learners))
             refs = [
                 actor.train.options(num_returns=3).remote(
@@ -142,7 +142,8 @@ class RayBackend:
             # The newest state stays in the object store: weight broadcast, recovery and checkpoints.
             self._weights, self._optim = (refs[0][1], refs[0][2]) if keep else (None, None)
             self._memory = {k: max(m.get(k, 0.0) for _, m in results) for k in results[0][1]}
-            return merge_updates([r for r, _ in results], [rows for _, rows in shards])
+            merged = merge_updates([r for r, _ in results], [rows for _, rows in shards])
+            return merged[0], merged[1], merged[2]
 
         return self._retry("update", once, self._rebuild_learners)
 

@@ -13,6 +13,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from dapo.actor import UpdateBatch
 
 SEED_STRIDE = 104_729
@@ -84,27 +87,30 @@ def _take(batch: UpdateBatch, src: list[int], real: list[bool]) -> UpdateBatch:
         minibatch_tokens=dict(batch.minibatch_tokens),
         minibatch_seqs=dict(batch.minibatch_seqs),
         ratio_rows=[j for j, (i, ok) in enumerate(zip(src, real, strict=True)) if ok and i in wanted],
+        old_is_current=batch.old_is_current,
     )
 
 
-def merge_updates(
-    results: list[tuple[dict[str, float], dict[int, list[float]]]], rows: list[list[int]]
-) -> tuple[dict[str, float], dict[int, list[float]]]:
-    """Combine the learners' (metrics, ratios) into the one-process result.
+def merge_updates(results: Sequence[tuple[Any, ...]], rows: list[list[int]]) -> tuple[Any, ...]:
+    """Combine the learners' (metrics, ratios, entropies) into the one-process result (any number of
+    per-row maps after the metrics: the result has as many).
 
     Each learner's metrics are its micro-batches' shares of the global mini-batch mean (losses divided by
     the global counts, token metrics weighted by their share of the global tokens), so they add up;
-    grad norm and lr are the same on every learner. Ratios are keyed back to global rows.
+    grad norm and lr are the same on every learner. Per-row values are keyed back to global rows; those of
+    padding rows (-1) are dropped.
     """
     metrics: dict[str, float] = {}
     for key in results[0][0]:
-        values = [m.get(key, 0.0) for m, _ in results]
+        values = [r[0].get(key, 0.0) for r in results]
         if key in REPLICATED_METRICS:
             metrics[key] = values[0]
         else:
             metrics[key] = sum(values) / (len(values) if key in AVERAGED_METRICS else 1)
-    ratios: dict[int, list[float]] = {}
-    for (_, shard_ratios), shard_rows in zip(results, rows, strict=True):
-        for local, ratio in shard_ratios.items():
-            ratios[shard_rows[local]] = ratio
-    return metrics, ratios
+    merged: list[dict[int, list[float]]] = [{} for _ in results[0][1:]]
+    for result, shard_rows in zip(results, rows, strict=True):
+        for into, part in zip(merged, result[1:], strict=True):
+            for local, values in part.items():
+                if shard_rows[local] >= 0:
+                    into[shard_rows[local]] = values
+    return (metrics, *merged)

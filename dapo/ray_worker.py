@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dapo.actor import PolicyActor, UpdateBatch
+from dapo.actor import PolicyActor, UpdateBatch, UpdateResult
 from dapo.batching import score_locally
 from dapo.config import RunConfig
 
@@ -85,7 +85,7 @@ class PolicyWorker:
 
     def train(
         self, batch: UpdateBatch, lr: float | None, hand_over: bool, export: bool
-    ) -> tuple[tuple[tuple[dict[str, float], dict[int, list[float]]], dict[str, float]], Any, Any]:
+    ) -> tuple[tuple[UpdateResult, dict[str, float]], Any, Any]:
         """A whole update in one call (``num_returns=3``): set the rate, update, hand the weights to this
         actor's engine (``hand_over``, colocated mode), and export the new state (``export``, rank 0).
 

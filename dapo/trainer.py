@@ -6,7 +6,8 @@ Each rollout step reads top to bottom, each phase its own method and timer:
 2. reward     score each response (rule-based), add the soft overlong penalty (eq. 13);
 3. filter     dynamic sampling: keep groups whose filter metric varies, refill from new rounds;
 4. adv        group-normalised advantages (§3);
-5. old_log_prob   log-probs of the sampling policy, recomputed by the learner;
+5. old_log_prob   log-probs of the sampling policy, recomputed by the learner (skipped when the update
+                 makes one optimiser step from that policy: its own log-probs are the old ones);
 6. update     epochs × mini-batches of the clipped objective (eq. 8), exact global token mean;
 7. log        metrics, samples and timings to the sinks; validation and checkpoints when due.
 
@@ -26,7 +27,7 @@ import torch
 from dapo import checkpoint as ckpt
 from dapo.advantage import get_advantage_estimator
 from dapo.backends import Backend, make_backend
-from dapo.batching import Rollout, build_update_batch, make_rollouts, step_metrics
+from dapo.batching import Rollout, build_update_batch, make_rollouts, old_policy_is_current, step_metrics
 from dapo.config import RunConfig
 from dapo.data import encode_prompts, load_problems
 from dapo.report import RunInfo, RunResult, SampleRecord, Sink, Status, StepReport
@@ -130,14 +131,21 @@ class Trainer:
             filler, rollouts, batch = self._generate_and_filter(timer)
             with timer("adv"):
                 self._advantages(rollouts)
+            reuse = old_policy_is_current(len(batch), c)
             with timer("old_log_prob"):
-                self._old_logprobs(batch)
+                if not reuse:
+                    self._old_logprobs(batch)
             with timer("update_actor"):
-                update = build_update_batch(batch, c, token_rows=c.logging.token_data_samples_per_step)
-                actor_metrics, ratios = self.backend.update(update) if batch else ({}, {})
+                update = build_update_batch(
+                    batch, c, token_rows=c.logging.token_data_samples_per_step, old_is_current=reuse
+                )
+                actor_metrics, ratios, entropies = self.backend.update(update) if batch else ({}, {}, {})
                 self.backend.after_update()
             for row, ratio in ratios.items():
                 batch[row].token_ratio = ratio
+            for row, entropy in entropies.items():  # the old policy's, when its forward was skipped
+                batch[row].entropy = entropy
+            actor_metrics["actor/old_logprob_reused"] = float(reuse)
             metrics = {**actor_metrics, **filler.metrics(), **step_metrics(rollouts, batch, c)}
             val_samples: list[SampleRecord] = []
             if self._validation_due():

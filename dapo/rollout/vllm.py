@@ -14,7 +14,11 @@ message. What it relies on, all public API of 0.33:
   config context, so post-processed and quantised layers are rebuilt as at load time). The iterator
   reads the tensors from a Unix socket as this process sends them, one at a time (`weight_stream.py`):
   no model-sized file, no /dev/shm, no whole second copy anywhere; an FSDP learner's layers are sent as
-  they are gathered. Control travels through vLLM's RPC (socket path and token), data beside it;
+  they are gathered. Control travels through vLLM's RPC (socket path and token), data beside it.
+  vLLM's other RL path, its weight-transfer engine (`weight_transfer_config`, backends ipc / nccl), needs
+  the sender's tensors on the workers' GPUs (ipc) or a NCCL group with every worker (nccl) and a list of
+  every parameter before the first is sent; the stream works from any process of the node, with CPU or
+  GPU tensors, and learns the names as they come;
 - `LLM.sleep(level=1)` / `LLM.wake_up(tags)` (needs enable_sleep_mode=True): a weight update wakes the
   weights only, the next `generate` the KV cache; `LLM.reset_prefix_cache()` after new weights, so no
   prefix computed with old weights is reused.
