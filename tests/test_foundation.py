@@ -131,6 +131,15 @@ def test_gpu_lock_check_compares_the_resolve_with_the_lock(monkeypatch: pytest.M
     assert gpu_lock.check(lock=ROOT / "requirements-gpu.lock") == 1
 
 
+@pytest.mark.skipif(not Path("/opt/wheels").is_dir(), reason="needs the CPU torch wheel in /opt/wheels")
+def test_gpu_lock_resolve_reads_pips_report() -> None:
+    """The real pip, offline: the report of a one-wheel resolve names the wheel's release."""
+    from scripts import gpu_lock
+
+    args = ["--no-index", "--no-deps", "--find-links", "/opt/wheels", "torch==2.13.0+cpu"]
+    assert gpu_lock.resolve(sys.executable, args, timeout=120) == {"torch": "torch==2.13.0+cpu"}
+
+
 def test_gpu_lock_check_skips_when_the_index_does_not_answer(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
