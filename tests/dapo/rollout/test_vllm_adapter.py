@@ -84,7 +84,17 @@ class FakeLLM:
         self.kwargs = {"model": model, **kwargs}
         self.calls, self.prefix_resets, self.sleeps, self.workers = [], 0, [], []
 
-    def generate(self, prompts, sampling_params=None, *, use_tqdm=True, lora_request=None, priority=None):
+    def generate(
+        self,
+        prompts,
+        sampling_params=None,
+        *,
+        use_tqdm=True,
+        lora_request=None,
+        priority=None,
+        tokenization_kwargs=None,
+        mm_processor_kwargs=None,
+    ):
         self.calls.append((prompts, sampling_params))
         outputs = []
         for i, sp in enumerate(sampling_params):
@@ -121,6 +131,7 @@ class FakeLLM:
 
     def reset_prefix_cache(self, reset_running_requests=False, reset_connector=False):
         self.prefix_resets += 1
+        return True
 
     def sleep(self, level=1, mode="abort"):
         self.sleeps.append(("sleep", level))
