@@ -39,6 +39,7 @@ class Query:
     page: int = 1
     row: int | None = None
     model: int | None = None
+    reward: str = ""
 
     @classmethod
     def from_get(cls, params: QueryDict, dataset: Dataset) -> Query:
@@ -53,6 +54,7 @@ class Query:
             page=_int(params.get("page")) or 1,
             row=_int(params.get("row"), allow_zero=True),
             model=_int(params.get("model")),
+            reward=_text(params.get("reward"), 200),
         )
 
     def url(self, **changes: Any) -> str:

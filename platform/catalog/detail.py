@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,12 @@ from catalog.chat import TemplateError, TokenCounter, load_chat_template
 from catalog.models import BaseModel, Dataset, DatasetRow
 from catalog.paths import resolve
 from catalog.stats import split_stats, token_stats
+from dapo.rewards import REWARD_FUNCTIONS, RewardError, plugins
+
+COVERAGE_ROWS = 20_000
+"""Ground truths checked per request on the dataset page (the first ones, in index order)."""
+COVERAGE_SECONDS = 3.0
+"""Time the check may take before it reports on the rows it got through."""
 
 
 def statistics(dataset: Dataset, split: str, model: BaseModel | None) -> dict[str, Any]:
@@ -31,6 +38,42 @@ def statistics(dataset: Dataset, split: str, model: BaseModel | None) -> dict[st
         stats["tokens"] = dict(token_stats(rows, model_dir, _cache_key(dataset, split, model_dir)))
     stats["tokens"]["model"] = model.name
     return stats
+
+
+def reward_coverage(dataset: Dataset, split: str, reward: str) -> dict[str, Any]:
+    """How many of the split's ground truths the named reward can judge at all (``judges`` of the
+    built-in rewards), with a few that it cannot. Plugins and the http service are never run here:
+    the web process imports no user code and calls no reward service. Bounded by rows and seconds."""
+    out: dict[str, Any] = {"reward": reward}
+    cls = REWARD_FUNCTIONS.get(reward)
+    if cls is None:
+        known = plugins.check(reward) is None
+        out["error"] = (
+            "a plugin runs only where rewards are computed (the web process never imports it)"
+            if known
+            else f"unknown reward; built-in ones: {', '.join(REWARD_FUNCTIONS)}"
+        )
+        return out
+    judges = getattr(cls, "judges", None)
+    if judges is None or judges("1") is None:
+        out["error"] = "this reward cannot tell ahead which rows it judges (a reward service decides)"
+        return out
+    rows = dataset.rows.filter(split=split).order_by("index").values_list("index", "ground_truth")
+    deadline = time.monotonic() + COVERAGE_SECONDS
+    judged = checked = 0
+    failing: list[tuple[int, str]] = []
+    try:
+        for index, truth in rows[:COVERAGE_ROWS].iterator():
+            if time.monotonic() > deadline:
+                break
+            checked += 1
+            if judges(truth):
+                judged += 1
+            elif len(failing) < 5:
+                failing.append((index, truth[:200]))
+    except RewardError as e:  # math_verify without its library
+        return {**out, "error": str(e)}
+    return {**out, "judged": judged, "checked": checked, "total": rows.count(), "failing": failing}
 
 
 def row_panel(

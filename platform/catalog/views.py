@@ -17,11 +17,12 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
 from catalog import browse, solve
-from catalog.detail import row_panel, statistics
+from catalog.detail import reward_coverage, row_panel, statistics
 from catalog.forms import RegisterForm, UploadForm
 from catalog.importer import ImportFailed, import_dataset
 from catalog.models import Dataset
 from catalog.uploads import DatasetUploadHandler, max_upload_bytes
+from dapo.rewards import describe_rewards
 
 MULTIPART_SLACK = 1024 * 1024
 """Bytes a multipart body may carry beyond its two files (boundaries, headers, the other fields)."""
@@ -129,6 +130,8 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
         "solved_filters": {k: label for k, (label, _) in solve.SOLVED_FILTERS.items()},
         "stats": stats,
         "panel": row_panel(dataset, query, runs, model) if query.row is not None else None,
+        "rewards": describe_rewards(),
+        "reward_check": reward_coverage(dataset, query.split, query.reward) if query.reward else None,
     }
     return render(request, "catalog/detail.html", context)
 

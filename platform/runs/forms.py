@@ -10,6 +10,7 @@ from typing import Any
 
 from dapo.config import describe_fields
 from dapo.presets import PRESETS, get_preset, preset_descriptions
+from dapo.rewards import describe_rewards
 
 SECTION_TITLES = {
     "model": "Model",
@@ -107,11 +108,18 @@ def sections(values: dict[str, Any], errors: dict[str, str]) -> list[dict[str, A
                 "error": errors.get(f["name"], ""),
                 "input": INPUTS.get(f["type"], "text"),
                 "id": "f-" + f["name"].replace(".", "-"),
+                "options": field_options(f["name"]),
             }
         )
     for section in out.values():
         section["has_error"] = any(f["error"] for f in section["fields"])
     return list(out.values())
+
+
+def field_options(name: str) -> list[dict[str, str]]:
+    """Values a text field suggests, each with its help: the rewards data.reward_fn may name (built-ins
+    and the plugins an administrator allowed, read without importing them)."""
+    return describe_rewards() if name == "data.reward_fn" else []
 
 
 def display(value: Any) -> str:

@@ -19,6 +19,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from dapo.rewards import parse_weights
 from runs import exports
 from runs.models import Run, Sample
 from runs.records import distinct_ascending
@@ -33,7 +34,7 @@ PREVIEW_CHARS = 240
 PROMPT_CHARS = 1500
 ROW_FIELDS = [
     "id", "step", "split", "sample_index", "group", "problem_index", "ground_truth", "pred", "score", "acc",
-    "overlong_penalty", "reward", "advantage", "length", "truncated", "kept",
+    "overlong_penalty", "reward", "advantage", "length", "truncated", "kept", "reward_scores",
 ]  # fmt: skip
 
 
@@ -254,6 +255,7 @@ def sample_page(request: HttpRequest, run_id: int, sample_pk: int) -> HttpRespon
         "tokens": token_view(sample, clip),
         "clip": clip,
         "token_knob": _config_value(run, "logging", "token_data_samples_per_step"),
+        "reward_parts": reward_parts(run, sample),
         "group_page": sample.group // GROUPS_PER_PAGE + 1,
         "previous": before.values_list("id", flat=True).first(),
         "next": after.values_list("id", flat=True).first(),
@@ -291,6 +293,23 @@ def problem_page(request: HttpRequest, run_id: int, problem_index: int) -> HttpR
         chart={"series": timeline["series"], "split": split},
     )
     return render(request, "runs/problem.html", context)
+
+
+def reward_parts(run: Run, sample: Sample) -> list[dict[str, Any]]:
+    """Each reward's own score, weight and weighted part of the sample's score, when the run combined
+    several rewards (data.reward_fn and data.reward_weights of its config)."""
+    scores = sample.reward_scores or {}
+    if len(scores) < 2:
+        return []
+    names = list(scores)
+    try:
+        weights = parse_weights(str(_config_value(run, "data", "reward_weights")), len(names))
+    except ValueError:
+        weights = [1.0] * len(names)
+    return [
+        {"name": n, "score": scores[n], "weight": w, "part": w * scores[n]}
+        for n, w in zip(names, weights, strict=True)
+    ]
 
 
 def _config_value(run: Run, section: str, name: str) -> Any:

@@ -57,7 +57,7 @@ class Sample(models.Model):
     UPDATABLE = [
         "group", "problem_index", "prompt", "response", "ground_truth", "pred", "score", "acc",
         "overlong_penalty", "reward", "advantage", "length", "truncated", "kept",
-        "tokens", "token_logprobs", "token_entropy", "token_ratio",
+        "tokens", "token_logprobs", "token_entropy", "token_ratio", "reward_scores",
     ]  # fmt: skip
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="samples")
@@ -82,6 +82,8 @@ class Sample(models.Model):
     token_logprobs = models.JSONField(null=True, blank=True)
     token_entropy = models.JSONField(null=True, blank=True)
     token_ratio = models.JSONField(null=True, blank=True)
+    reward_scores = models.JSONField(null=True, blank=True)
+    """Each reward's own score by name, before its weight (dapo SampleRecord.reward_scores)."""
 
     class Meta:
         constraints = [
@@ -97,10 +99,14 @@ class Sample(models.Model):
 
     @classmethod
     def from_record(cls, run_id: int, record: Any) -> Sample:
-        fields = {name: getattr(record, name) for name in cls.UPDATABLE}
+        fields = {name: getattr(record, name) for name in cls.UPDATABLE if name != "reward_scores"}
         for name in ("score", "overlong_penalty", "reward", "advantage"):
             value = float(fields[name])
             fields[name] = value if math.isfinite(value) else 0.0
+        scores = getattr(record, "reward_scores", None) or {}  # records written before rewards combined
+        fields["reward_scores"] = {
+            str(k)[:200]: float(v) if math.isfinite(float(v)) else 0.0 for k, v in list(scores.items())[:64]
+        } or None  # NaN and Infinity are not JSON
         return cls(
             run_id=run_id, step=record.step, split=record.split, sample_index=record.sample_index, **fields
         )
@@ -123,6 +129,7 @@ class Sample(models.Model):
             "reward": self.reward,
             "advantage": self.advantage,
             "overlong_penalty": self.overlong_penalty,
+            "reward_scores": self.reward_scores,
             "length": self.length,
             "truncated": self.truncated,
             "kept": self.kept,

@@ -14,6 +14,16 @@
     return node;
   };
   const fmt = (v, digits = 3) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits).replace(/\.?0+$/, "") || "0");
+  // The reward cell; with several rewards (data.reward_fn), each one's own score on hover and a mark.
+  const rewardCell = (s) => {
+    const td = el("td", "num", fmt(s.reward));
+    const parts = Object.entries(s.reward_scores || {});
+    if (parts.length > 1) {
+      td.title = parts.map(([name, v]) => `${name}: ${fmt(v)}`).join("\n");
+      td.classList.add("has-parts");
+    }
+    return td;
+  };
   const pct = (v) => (v === null || v === undefined ? "–" : `${Math.round(100 * v)}%`);
 
   if ($("inspector-data")) inspector(JSON.parse($("inspector-data").textContent), JSON.parse($("inspector-urls").textContent));
@@ -258,7 +268,7 @@
         cells.push(gtd, el("td", "truth", s.ground_truth));
       }
       cells.push(el("td", `pred ${s.acc ? "ok" : "bad"}`, s.pred), el("td", s.acc ? "ok" : "bad", s.acc ? "✓" : "✗"),
-        el("td", "num", fmt(s.reward)), el("td", "num", s.overlong_penalty ? fmt(s.overlong_penalty) : ""),
+        rewardCell(s), el("td", "num", s.overlong_penalty ? fmt(s.overlong_penalty) : ""),
         el("td", "num", fmt(s.advantage)), el("td", "num", s.length), el("td", null, s.truncated ? "yes" : ""));
       if (flat && split === "train") cells.push(el("td", null, s.kept ? "kept" : "filtered"));
       cells.push(el("td", "tok", s.has_tokens ? "●" : ""));
