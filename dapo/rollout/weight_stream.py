@@ -77,10 +77,12 @@ class WeightSender:
         `keep_waiting` is polled while waiting for connections: when it turns False (the RPC that should
         connect has ended), waiting stops with an error instead of running into the timeout.
         """
-        connections = [self._accept(keep_waiting) for _ in range(workers)]
+        connections: list[socket.socket] = []
         stats = SendStats()
         started = time.perf_counter()
-        try:
+        try:  # closing every accepted connection on any error lets their workers fail instead of waiting
+            for _ in range(workers):
+                connections.append(self._accept(keep_waiting))
             for name, tensor in pairs:
                 header, payload = _encode(name, tensor)
                 for conn in connections:

@@ -128,3 +128,13 @@ def test_the_socket_folder_is_private_and_removed_on_close():
     assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
     sender.close()
     assert not os.path.exists(folder)
+
+
+def test_a_worker_that_connected_is_hung_up_on_when_another_never_comes():
+    with WeightSender(accept_timeout_s=0.5) as sender:
+        got, threads, errors = receive_in_threads(sender, workers=1)
+        with pytest.raises(TimeoutError):
+            sender.send([("w", torch.ones(2))], workers=2)
+        threads[0].join(10)
+    assert not threads[0].is_alive() and got == [[]]
+    assert len(errors) == 1 and isinstance(errors[0], ConnectionError)
