@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from dapo.loss import masked_mean, policy_loss
 from dapo.microbatch import PaddingCount, plan_micro_batches, split_to_count
 from dapo.modeling import eos_token_ids, load_policy, pack, resolve_device, response_logprobs
 from dapo.rollout import create_engine
-from dapo.rollout.base import Completion, SamplingParams
+from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, Weights, named_tensors
 
 
 @dataclass
@@ -65,9 +65,16 @@ class PolicyActor:
     """Holds the policy, its rollout engine and optimiser; generates, scores log-probs and updates."""
 
     def __init__(
-        self, config: RunConfig, *, rank: int = 0, world_size: int = 1, learner: bool = True
+        self,
+        config: RunConfig,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        learner: bool = True,
+        generates: bool = True,
     ) -> None:
-        """``learner`` False: a rollout-only actor (Ray split mode), never sharded."""
+        """``learner`` False: a rollout-only actor (Ray split mode), never sharded. ``generates`` False: a
+        learner that never samples (Ray split mode), built without a rollout engine."""
         self.config = config
         self.rank, self.world_size = rank, world_size
         if config.execution.torch_threads:
@@ -80,17 +87,19 @@ class PolicyActor:
         self.fsdp = learner and config.execution.learner_strategy == "fsdp"
         # A sharded model cannot generate: under FSDP the hf engine loads its own whole copy.
         shares_model = config.rollout.engine != "vllm" and not self.fsdp
-        self.engine = create_engine(
-            config.rollout.engine,
-            model_path=config.model.path,
-            model=self.model if shares_model else None,
-            eos_token_ids=self.eos_ids,
-            pad_token_id=self.pad_id,
-            device=str(self.device),
-            dtype=config.model.dtype,
-            seed=config.seed + rank,
-            **_engine_options(config),
-        )
+        self.engine: RolloutEngine = NoEngine()
+        if generates:
+            self.engine = create_engine(
+                config.rollout.engine,
+                model_path=config.model.path,
+                model=self.model if shares_model else None,
+                eos_token_ids=self.eos_ids,
+                pad_token_id=self.pad_id,
+                device=str(self.device),
+                dtype=config.model.dtype,
+                seed=config.seed + rank,
+                **_engine_options(config),
+            )
         self.train_module: torch.nn.Module = self.model
         if self.fsdp:
             from dapo.fsdp import shard_model
@@ -341,6 +350,19 @@ class PolicyActor:
             stats["perf/max_memory_allocated_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
         stats["perf/learner_state_gb"] = sum(learner_state_bytes(self.model, self.optimizer).values()) / 2**30
         return stats
+
+
+class NoEngine(RolloutEngine):
+    """The engine of a learner that never generates (Ray split mode): it holds no copy of the weights."""
+
+    name = "none"
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+        raise RuntimeError("this learner has no rollout engine: with execution.colocate off it never samples")
+
+    def update_weights(self, weights: Weights) -> None:
+        for _ in named_tensors(weights):  # consumed all the same: under FSDP each pair is a collective
+            pass
 
 
 def _pad_rows(rows: list[list[float]], width: int, device: torch.device) -> torch.Tensor:

@@ -245,7 +245,9 @@ class RayBackend:
         try:
             grouped = n > 1 or self._sharded  # FSDP needs a process group even for one learner
             master = self._ray.get(actors[0].rendezvous.remote()) if grouped else None
-            self._get_all([a.setup.remote(rank, n, master) for rank, a in enumerate(actors)])
+            # split mode: learners never sample, so they hold no rollout engine (nor its copy of the model)
+            generates = self.config.execution.colocate
+            self._get_all([a.setup.remote(rank, n, master, True, generates) for rank, a in enumerate(actors)])
             self._load_newest_state(actors)
         except BaseException:
             for actor in actors:

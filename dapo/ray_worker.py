@@ -54,9 +54,16 @@ class PolicyWorker:
 
         return ray.util.get_node_ip_address(), free_port()
 
-    def setup(self, rank: int, world_size: int, master: tuple[str, int] | None, learner: bool = True) -> None:
+    def setup(
+        self,
+        rank: int,
+        world_size: int,
+        master: tuple[str, int] | None,
+        learner: bool = True,
+        generates: bool = True,
+    ) -> None:
         """Join the learners' process group (given ``master``: several learners, or FSDP) and build the
-        policy; ``learner`` False: a rollout worker."""
+        policy; ``learner`` False: a rollout worker; ``generates`` False: a learner without an engine."""
         if master is not None:
             import datetime
 
@@ -72,7 +79,9 @@ class PolicyWorker:
                 world_size=world_size,
                 timeout=datetime.timedelta(minutes=10),
             )
-        self.policy = PolicyActor(self.config, rank=rank, world_size=world_size, learner=learner)
+        self.policy = PolicyActor(
+            self.config, rank=rank, world_size=world_size, learner=learner, generates=generates
+        )
 
     def call(self, method: str, *args: Any) -> Any:
         """Run ``PolicyActor.<method>(*args)``."""

@@ -332,6 +332,7 @@ def test_a_ray_run_with_two_fsdp_learners_trains_like_one_process(local_ray, tmp
     from dapo.backends import LocalBackend
     from dapo.checkpoint import latest
     from dapo.ray_backend import RayBackend
+    from dapo.rollout.base import SamplingParams
     from dapo.trainer import Trainer
     from tests.dapo.ray_helpers import RecordingSink, tiny_config
 
@@ -351,6 +352,9 @@ def test_a_ray_run_with_two_fsdp_learners_trains_like_one_process(local_ray, tmp
             sums = []
             if name == "fsdp":
                 sums = ray.get([a.weights_checksum.remote() for a in backend.learners + backend.rollouts])
+                # split mode: the learners hold no rollout engine (no idle whole copy of the model)
+                with pytest.raises(ray.exceptions.RayTaskError, match="no rollout engine"):
+                    ray.get(backend.learners[1].call.remote("generate", [[5, 6]], SamplingParams()))
             runs[name] = (sink.reports, sums, latest(tmp_path / name))
         finally:
             backend.close()
