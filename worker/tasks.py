@@ -28,7 +28,7 @@ from config.celery import app
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
-from runs.models import Run, Status
+from runs.models import Kind, Run, Status
 from runs.run_log import log_path
 
 from dapo import checkpoint as ckpt
@@ -54,7 +54,7 @@ def resolved_config(run: Run) -> RunConfig:
         "data.train_path": lambda: check_data_path(config.data.train_path, required=True),
         "data.val_path": lambda: check_data_path(config.data.val_path, required=False),
     }
-    paths: dict[str, str] = {}
+    paths: dict[str, Any] = {}
     for name, check in checks.items():
         try:
             resolved = check()
@@ -62,12 +62,30 @@ def resolved_config(run: Run) -> RunConfig:
             raise PathError(f"{name} {e}") from None
         if resolved is not None:
             paths[name] = str(resolved)
+    extra = []
+    for path in config.data.val_paths:  # every further validation file, checked the same way
+        try:
+            extra.append(str(check_data_path(path, required=True)))
+        except PathError as e:
+            raise PathError(f"data.val_paths {e}") from None
+    if extra:
+        paths["data.val_paths"] = extra
     return config.with_overrides(paths)
 
 
 def load_runner() -> Callable[..., Any]:
     module, _, name = settings.DAPO_RUNNER.partition(":")
     return getattr(importlib.import_module(module), name or "run")
+
+
+def start_evaluation(run: Run, config: RunConfig, sink: PlatformSink) -> Any:
+    """An evaluation run: ``settings.DAPO_EVALUATOR`` (default ``dapo.evaluate:run``) on the run's config,
+    with the weights of its source checkpoint when it evaluates one. A retried attempt starts over."""
+    module, _, name = getattr(settings, "DAPO_EVALUATOR", "dapo.evaluate:run").partition(":")
+    evaluator = getattr(importlib.import_module(module), name or "run")
+    run_dir(run).mkdir(parents=True, exist_ok=True)
+    checkpoint = run.source_checkpoint or None
+    return evaluator(config, out_dir=run_dir(run), sinks=[sink], checkpoint=checkpoint)
 
 
 def prepare_start(run: Run, out_dir: Path) -> Path | None:
@@ -167,11 +185,14 @@ def launch_run(self: Task, run_id: int) -> str:
     with capture(log_path(run.pk), header, fresh=run.attempts <= 1), Heartbeat(run, worker_id, sink):
         try:
             config = resolved_config(run)
-            start = prepare_start(run, run_dir(run))
-            result = load_runner()(
-                config, out_dir=run_dir(run), sinks=[sink], resume=start is not None,
-                resume_from=start,
-            )  # fmt: skip
+            if run.kind == Kind.EVALUATION:  # no training: score the validation sets once (dapo.evaluate)
+                result = start_evaluation(run, config, sink)
+            else:
+                start = prepare_start(run, run_dir(run))
+                result = load_runner()(
+                    config, out_dir=run_dir(run), sinks=[sink], resume=start is not None,
+                    resume_from=start,
+                )  # fmt: skip
         except DB_ERRORS:
             # The database stayed away past the retry window: the run stays "running" without a
             # heartbeat, so the reaper queues it again once its lease runs out, and it resumes.

@@ -52,7 +52,7 @@ def nul_errors(flat: Mapping[str, Any]) -> Errors:
     return {
         name: "must not contain NUL characters"
         for name, v in flat.items()
-        if isinstance(v, str) and "\x00" in v
+        if any(isinstance(x, str) and "\x00" in x for x in (v if isinstance(v, list | tuple) else [v]))
     }
 
 
@@ -76,8 +76,11 @@ def check_paths(cfg: RunConfig) -> Errors:
         ("model.path", lambda: check_model_path(cfg.model.path)),
         ("data.train_path", lambda: check_data_path(cfg.data.train_path, required=True)),
         ("data.val_path", lambda: check_data_path(cfg.data.val_path, required=False)),
+        *(("data.val_paths", lambda p=p: check_data_path(p, required=True)) for p in cfg.data.val_paths),
     ]
     for name, check in checks:
+        if name in errors:  # data.val_paths: the first bad file
+            continue
         try:
             check()
         except PathError as e:

@@ -38,6 +38,12 @@ class Status(models.TextChoices):
 FINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 
 
+class Kind(models.TextChoices):
+    TRAINING = "training"
+    EVALUATION = "evaluation"
+    """No training: n samples per problem of the validation sets, scored once (runs.evaluations)."""
+
+
 class LeaseLost(Exception):
     """The worker writing for a run no longer holds its lease: another controller owns the run now."""
 
@@ -53,6 +59,7 @@ class RunQuerySet(models.QuerySet["Run"]):
 class Run(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.TRAINING, db_index=True)
     preset = models.CharField(max_length=64, blank=True)
     group = models.CharField(
         max_length=200,
@@ -305,6 +312,8 @@ class Run(models.Model):
 
     @property
     def progress(self) -> float:
+        if self.kind == Kind.EVALUATION:  # one step 0: done or not
+            return 1.0 if self.status == Status.SUCCEEDED else 0.0
         return min(1.0, self.step / self.total_steps) if self.total_steps else 0.0
 
     def elapsed_s(self) -> float | None:
@@ -325,6 +334,7 @@ class Run(models.Model):
         return {
             "id": self.pk,
             "name": self.name,
+            "kind": self.kind,
             "status": self.status,
             "step": self.step,
             "total_steps": self.total_steps,
@@ -346,6 +356,7 @@ class Run(models.Model):
 __all__ = [
     "Run",
     "Status",
+    "Kind",
     "FINAL",
     "LeaseLost",
     "MetricPoint",

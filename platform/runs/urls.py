@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs import compare, inspect, ladder, log_views, metrics_csv, planning, views
+from runs import compare, evaluations, inspect, ladder, log_views, metrics_csv, planning, views
 
 app_name = "runs"
 urlpatterns = [
@@ -8,6 +8,7 @@ urlpatterns = [
     path("new/", views.run_new, name="new"),
     path("new/ladder/", ladder.launch_ladder, name="ladder"),
     path("new/plan/", planning.plan_data, name="plan"),
+    path("evaluate/", evaluations.evaluation_new, name="evaluate"),
     path("compare/", compare.compare_page, name="compare"),
     path("compare/data/", compare.compare_data, name="compare-data"),
     path("compare/validation/", compare.compare_validation, name="compare-validation"),

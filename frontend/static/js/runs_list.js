@@ -41,7 +41,8 @@
     name.append(link);
     const sub = document.createElement("div");
     sub.className = "muted small";
-    sub.textContent = `#${r.id} · ${r.preset || "custom"} · ${r.owner}`;
+    const what = r.kind === "evaluation" ? "evaluation" : r.preset || "custom";
+    sub.textContent = `#${r.id} · ${what} · ${r.owner}`;
     name.append(sub);
     const badge = document.createElement("span");
     badge.className = "badge";
