@@ -4,15 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0004_sample_reward_scores'),
+        ("runs", "0004_sample_reward_scores"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='kind',
-            field=models.CharField(choices=[('training', 'Training'), ('evaluation', 'Evaluation')], db_index=True, default='training', max_length=16),
+            model_name="run",
+            name="kind",
+            field=models.CharField(
+                choices=[("training", "Training"), ("evaluation", "Evaluation")],
+                db_index=True,
+                default="training",
+                max_length=16,
+            ),
         ),
     ]
