@@ -196,3 +196,20 @@ def test_further_validation_files_are_confined_to_the_dataset_roots(api, alice_r
     alice_run.config["data"]["val_paths"] = [str(outside)]  # a root narrowed after the run was queued
     with pytest.raises(PathError, match="data.val_paths"):
         resolved_config(alice_run)
+
+
+def test_the_new_run_form_takes_several_validation_files(alice_client, catalog, paths, queued):
+    """data.val_paths is a comma-separated field of the new-run form (the catalog multi-select fills it);
+    the page offers each catalog dataset's validation file."""
+    from tests.platform.test_views import _form
+
+    page = alice_client.get("/runs/new/").content.decode()
+    assert 'id="f-val-datasets"' in page and f'data-file="{catalog["files"][1]}"' in page
+    form = _form(paths, **{"data.val_paths": f"{catalog['files'][1]}, {paths['data.train_path']}"})
+    response = alice_client.post("/runs/new/", form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run = Run.objects.get()
+    assert run.config["data"]["val_paths"] == [catalog["files"][1], paths["data.train_path"]]
+    assert Run.objects.count() == 1
+    bad = alice_client.post("/runs/new/", _form(paths, **{"data.val_paths": "/etc/passwd"}))
+    assert bad.status_code == 400 and Run.objects.count() == 1

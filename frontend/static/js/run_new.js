@@ -69,6 +69,11 @@
       setField("data.val_path", opt.dataset.val || "");
     }
   });
+  // Several catalog datasets as further validation sets: their files (validation split, else the only
+  // one) go to data.val_paths, each reported under its own name.
+  document.getElementById("f-val-datasets").addEventListener("change", (e) => {
+    setField("data.val_paths", [...e.target.selectedOptions].map((o) => o.dataset.file).join(", "));
+  });
   form.addEventListener("submit", () => {
     document.getElementById("launch").disabled = true;
     const ladder = document.getElementById("launch-ladder"); // the ablation ladder posts this form too
