@@ -40,7 +40,7 @@ class StepTimes(Sink):
 
     def on_step(self, report: StepReport) -> None:
         m = report.metrics
-        step = m["timing_s/step"]  # validation and checkpoint time are not in it
+        step = m["timing_s/step_train"]  # the step without validation and checkpoint time
         self.steps.append({"step": step, **{p: m.get(f"timing_s/{p}", 0.0) for p in PHASES}})
 
 

@@ -319,19 +319,21 @@ class Trainer:
         return (self.config.seed * 1_000_003 + self.step * 1_009 + round_index) % (2**31)
 
     def _timing(self, timer: Timer, batch: list[Rollout]) -> dict[str, float]:
-        """Step time and throughput as verl logs them: ``timing_s/step``, ``perf/time_per_step`` and
-        ``perf/throughput`` (tokens per second per GPU) leave out validation and checkpoint time; ours,
-        ``timing_s/step_wall`` and ``perf/throughput_wall`` (all devices), include them."""
-        wall = timer.totals["step"]
-        step = max(wall - timer.totals.get("testing", 0.0) - timer.totals.get("save_checkpoint", 0.0), 0.0)
+        """Step time and throughput. verl's: ``timing_s/step`` and ``perf/time_per_step`` are the whole
+        step, validation and checkpoint included (verl times testing and save_checkpoint inside its step
+        timer); ``perf/throughput`` is tokens per second per GPU over it. Ours: ``timing_s/step_train``
+        and ``perf/throughput_train`` leave validation and checkpoint time out (docs/metrics.md)."""
+        step = timer.totals["step"]
+        train = max(step - timer.totals.get("testing", 0.0) - timer.totals.get("save_checkpoint", 0.0), 0.0)
         tokens = sum(len(r.prompt_ids) + len(r.response_ids) for r in batch)
+        gpus = num_gpus(self.config)
         out = {
             "timing_s/step": step,
-            "timing_s/step_wall": wall,
+            "timing_s/step_train": train,
             "perf/total_num_tokens": float(tokens),
             "perf/time_per_step": step,
-            "perf/throughput": tokens / max(step, 1e-9) / num_gpus(self.config),
-            "perf/throughput_wall": tokens / max(wall, 1e-9),
+            "perf/throughput": tokens / max(step, 1e-9) / gpus,
+            "perf/throughput_train": tokens / max(train, 1e-9) / gpus,
             "perf/cpu_memory_used_gb": _rss_gb(),
         }
         out.update(self.backend.memory_stats())

@@ -75,7 +75,7 @@ def test_entropy_is_the_old_policys_aggregated_by_the_loss_mode(mode, want):
     assert old_policy_entropy([rollout()], config) is None  # before the old log-probs
 
 
-def test_step_time_and_throughput_leave_out_validation_and_checkpoints():
+def test_step_time_is_verls_whole_step_and_ours_leaves_out_validation_and_checkpoints():
     config = get_preset("paper_qwen32b")
     trainer = Trainer(config, "/nonexistent")
     trainer.backend = SimpleNamespace(memory_stats=lambda: {})
@@ -83,10 +83,10 @@ def test_step_time_and_throughput_leave_out_validation_and_checkpoints():
     timer.totals.update({"step": 10.0, "gen": 4.0, "testing": 3.0, "save_checkpoint": 2.0})
     batch = [rollout(length=7, prompt=3)] * 64  # 640 tokens
     m = trainer._timing(timer, batch)
-    assert (m["timing_s/step"], m["timing_s/step_wall"], m["perf/time_per_step"]) == (5.0, 10.0, 5.0)
+    assert (m["timing_s/step"], m["perf/time_per_step"], m["timing_s/step_train"]) == (10.0, 10.0, 5.0)
     assert num_gpus(config) == 128  # 128 learners colocated with 32 rollout workers, 1 GPU each
-    assert m["perf/throughput"] == pytest.approx(640 / 5 / 128)
-    assert m["perf/throughput_wall"] == pytest.approx(640 / 10)
+    assert m["perf/throughput"] == pytest.approx(640 / 10 / 128)  # tokens per second per GPU
+    assert m["perf/throughput_train"] == pytest.approx(640 / 5 / 128)
     assert num_gpus(tiny_cpu()) == 1
     split = config.with_overrides({"execution.colocate": False, "execution.gpus_per_worker": 0.5})
     assert num_gpus(split) == 80  # (128 + 32) × 0.5
