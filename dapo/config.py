@@ -556,7 +556,12 @@ def _build_section(cls: type, value: Any, prefix: str) -> Any:
             kwargs[key] = _coerce(raw, hints[key], f"{prefix}.{key}")
         except ConfigError as e:
             errors.update(e.errors)
-    if errors:
+    if errors:  # the section's own checks still run on the fields that were valid, so all come at once
+        try:
+            cls(**kwargs)
+        except ConfigError as e:
+            given = {f"{prefix}.{key}" for key in kwargs}
+            errors.update({k: m for k, m in e.prefixed(prefix).errors.items() if k in given})
         raise ConfigError(errors)
     try:
         return cls(**kwargs)

@@ -20,6 +20,10 @@ if settings.HAS_SPECTACULAR:
 
     # login_not_required: the login page's redirect is for browsers; DRF checks the session or the token
     # itself and answers 401 (SPECTACULAR_SETTINGS["SERVE_PERMISSIONS"]), as every other API endpoint does.
+    from runs.api_docs import api_docs
+
     urlpatterns.append(
         path("api/schema/", login_not_required(SpectacularAPIView.as_view()), name="api-schema")
     )
+    # a page for people: the login-redirect middleware sends a visitor without a session to the login page
+    urlpatterns.append(path("api/docs/", api_docs, name="api-docs"))

@@ -9,6 +9,9 @@ GET  /api/runs/<id>/metrics/         ?names=a,b&min_step=&max_step=&max_points=
 GET  /api/runs/<id>/samples/         ?step=&split=&acc=&kept=&truncated=&q=&page=&page_size=
 POST /api/runs/<id>/export/          {"step"?: N, "name"?: "..."}: a checkpoint into the model catalog (202)
 GET  /api/runs/<id>/export/          the run's exports and their state (queued, running, done, failed)
+GET  /api/runs/<id>/log/             ?offset=|tail=: the run's log in chunks of whole lines (runs.log_views)
+
+The same reference as a page: /api/docs/ (runs.api_docs); as OpenAPI: /api/schema/.
 """
 
 from __future__ import annotations
@@ -35,11 +38,20 @@ from runs.starts import resume_step
 MAX_INT = 2**63 - 1
 
 try:
-    from drf_spectacular.utils import extend_schema
+    from drf_spectacular.utils import OpenApiParameter, extend_schema
 except ImportError:  # the OpenAPI schema is optional: without drf-spectacular the API works the same
+    OpenApiParameter = None
 
     def extend_schema(**_: Any) -> Any:
         return lambda view: view
+
+
+def query_params(**described: tuple[type, str]) -> list[Any]:
+    """Query parameters for the schema and /api/docs/: name=(type, description)."""
+    if OpenApiParameter is None:
+        return []
+    return [OpenApiParameter(name, kind, OpenApiParameter.QUERY, description=text)
+            for name, (kind, text) in described.items()]  # fmt: skip
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -110,6 +122,11 @@ def query_bool(request: Request, name: str) -> bool | None:
     raise ValidationError({name: f"must be true or false, got {raw!r}"})
 
 
+@extend_schema(
+    parameters=query_params(
+        status=(str, "queued, running, succeeded, failed or cancelled."), q=(str, "Text in the run's name.")
+    )
+)
 class RunListCreate(generics.ListAPIView):
     serializer_class = RunSerializer
 
@@ -192,6 +209,14 @@ class RunResume(APIView):
 class RunMetrics(APIView):
     serializer_class = MetricsSerializer
 
+    @extend_schema(
+        parameters=query_params(
+            names=(str, "Metric names, comma-separated (default: every metric)."),
+            min_step=(int, "First step (inclusive)."),
+            max_step=(int, "Last step (inclusive)."),
+            max_points=(int, "Thin each metric to exactly this many points, evenly spaced, ends kept."),
+        )
+    )
     def get(self, request: Request, run_id: int) -> Response:
         run = visible_run(request, run_id)
         raw = request.query_params.get("names", "").replace("\x00", "")
@@ -207,6 +232,14 @@ class RunMetrics(APIView):
         return Response({"run": run.pk, "metrics": series})
 
 
+@extend_schema(
+    parameters=query_params(
+        step=(int, "Only this step."), index=(int, "Only this sample index."),
+        split=(str, "train or val."), acc=(bool, "Correct (true) or wrong (false)."),
+        kept=(bool, "Kept by dynamic sampling or filtered."), truncated=(bool, "Hit the length limit."),
+        q=(str, "Text in the prompt, response or prediction."),
+    )
+)  # fmt: skip
 class RunSamples(generics.ListAPIView):
     serializer_class = SampleSerializer
     pagination_class = SamplePagination

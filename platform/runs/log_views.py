@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from runs.api import query_int, visible_run
+from runs.api import extend_schema, query_int, query_params, visible_run
 from runs.run_log import log_path, read_chunk
 from runs.views import _run_for
 
@@ -78,6 +78,12 @@ class RunLog(APIView):
 
     serializer_class = LogChunkSerializer
 
+    @extend_schema(
+        parameters=query_params(
+            offset=(int, "Read from this byte (a previous answer's next_offset)."),
+            tail=(int, "Read the last this-many bytes, from the start of a line."),
+        )
+    )
     def get(self, request: Request, run_id: int) -> Response:
         run = visible_run(request, run_id)
         offset = query_int(request, "offset", minimum=0)

@@ -22,9 +22,9 @@ def metric_series(
     max_points: int | None = None,
 ) -> dict[str, dict[str, list[Any]]]:
     """{name: {"steps": [...], "values": [...]}} in step order. With ``max_points``, a metric with more
-    points keeps its first and last point and the steps in between that are multiples of a stride (evenly
-    by step): at most ``max_points``. The database thins, one index range per metric (the covering index
-    metric_curve), so a long run never loads every point into Python."""
+    points keeps exactly ``max_points`` of them, evenly spaced by rank, its first and last among them (one
+    point: the last). The database thins, one index range per metric (the covering index metric_curve), so
+    a long run never loads every point into Python."""
     where, params = _filters(run, names, min_step, max_step)
     select = f"SELECT name, step, value FROM {MetricPoint._meta.db_table} WHERE {' AND '.join(where)}"
     if max_points is None:
@@ -87,10 +87,19 @@ def _thinned_parts(
                 )
             )
             continue
-        stride = -(-(last - first + 1) // (max_points - 2))  # ceil: at most max_points - 2 multiples inside
-        sql = f"{select} AND name = %s AND (step IN (%s, %s) OR step %% %s = 0)"
-        parts.append((sql, [*params, name, first, last, stride]))
+        # Ranks 0..count-1 fall into max_points - 1 equal buckets by rank * (max_points - 1) // (count - 1)
+        # (integer division); the first rank of each bucket is kept: exactly max_points points, the first
+        # and the last among them, evenly spaced (by step, when the steps have no gaps).
+        ranked = select.replace("SELECT name, step, value", _RANKED, 1)
+        sql = (
+            f"SELECT name, step, value FROM ({ranked} AND name = %s) AS ranked WHERE rn = 0 "
+            "OR (rn * %s) / %s <> ((rn - 1) * %s) / %s"
+        )
+        parts.append((sql, [*params, name, max_points - 1, count - 1, max_points - 1, count - 1]))
     return parts
+
+
+_RANKED = "SELECT name, step, value, ROW_NUMBER() OVER (ORDER BY step) - 1 AS rn"
 
 
 def newest_samples(run: Run, limit: int = LIVE_SAMPLES) -> list[dict[str, Any]]:

@@ -125,8 +125,13 @@ def test_metrics_are_downsampled_evenly_keeping_the_last_point(api, alice_run):
     series = api.get(url).json()["metrics"]
     assert list(series) == ["critic/score/mean"]
     steps = series["critic/score/mean"]["steps"]
-    assert 8 <= len(steps) <= 10 and steps[0] == 1 and steps[-1] == 100
-    assert len({b - a for a, b in zip(steps[1:-1], steps[2:-1], strict=False)}) == 1  # evenly by step
+    assert steps == [1, 12, 23, 34, 45, 56, 67, 78, 89, 100]  # exactly 10, evenly by step, both ends
+    for asked in (3, 5, 7, 99):
+        url = f"/api/runs/{alice_run.pk}/metrics/?names=actor/entropy&max_points={asked}"
+        thinned = api.get(url).json()["metrics"]["actor/entropy"]["steps"]
+        assert len(thinned) == asked and thinned[0] == 1 and thinned[-1] == 100
+    five = api.get(f"/api/runs/{alice_run.pk}/metrics/?names=actor/entropy&max_points=5").json()["metrics"]
+    assert five["actor/entropy"]["steps"] == [1, 26, 51, 76, 100]  # ranks 0, 25, 50, 75, 99: ceil(k * 99 / 4)
     one = api.get(f"/api/runs/{alice_run.pk}/metrics/?names=actor/entropy&max_points=1").json()["metrics"]
     assert one["actor/entropy"]["steps"] == [100]
     everything = api.get(f"/api/runs/{alice_run.pk}/metrics/?max_points=1000").json()["metrics"]

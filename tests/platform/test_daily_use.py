@@ -50,3 +50,26 @@ def test_a_status_message_is_marked_so_the_run_page_drops_it_once_stale(alice_cl
     html = alice_client.post(f"/runs/{alice_run.pk}/cancel/", follow=True).content.decode()
     note = "Cancelling: the run stops at its next step boundary."
     assert f'<li class="msg msg-info status-note">{note}</li>' in html
+
+
+def test_the_api_reports_every_config_error_at_once(alice, paths):
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(alice)
+    overrides = {**paths, "optim.nope": 1, "optim.lr": -1, "rollout.n": "eight", "rollout.top_p": 2.0}
+    body = {"name": "x", "preset": "tiny_cpu", "overrides": overrides}
+    response = api.post("/api/runs/", body, format="json")
+    errors = response.json()["errors"]
+    assert response.status_code == 400
+    assert set(errors) == {"optim.nope", "optim.lr", "rollout.n", "rollout.top_p"}, errors
+    assert errors["optim.lr"].startswith("must be")
+
+
+def test_the_api_docs_page_lists_every_endpoint_for_a_logged_in_user(alice_client, anon_client):
+    html = alice_client.get("/api/docs/").content.decode()
+    for path in ("/api/runs/", "/api/runs/{run_id}/metrics/", "/api/runs/{run_id}/log/"):
+        assert f"<code>{path}</code>" in html
+    assert "<code>max_points</code>" in html and "<code>overrides</code>" in html
+    response = anon_client.get("/api/docs/")
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
