@@ -176,6 +176,7 @@ def test_the_worker_evaluates_the_demo_model_into_one_step_0(alice, alice_client
     listed = alice_client.get("/api/runs/").json()["results"][0]
     assert (listed["id"], listed["kind"]) == (run.pk, "evaluation")
     assert alice_client.get(f"/runs/{run.pk}/samples/").status_code == 200
+    assert alice_client.get(f"/runs/{run.pk}/").status_code == 200
     compared = alice_client.get(f"/runs/compare/data/?ids={run.pk}&metrics=val/acc/mean@2").json()
     series = compared["metrics"]["val/acc/mean@2"][str(run.pk)]
     assert series["steps"] == [0] and series["values"] == [pytest.approx(points["val/acc/mean@2"])]

@@ -23,7 +23,7 @@
   const HEALTH = [
     { title: "Reward", traces: [["critic/score/mean", "train reward"]] },
     { title: "Accuracy", traces: [["train/acc/mean", "train acc"], [VAL_ACC, "val acc (mean@k)"]] },
-    { title: "Entropy", traces: [["actor/entropy", "entropy"]] },
+    { title: "Entropy", traces: [["actor/entropy", "old policy (verl)"], ["actor/entropy_update", "during the update"]] },
     { title: "Response length", traces: [["response_length/mean", "mean length"]] },
     { title: "Clip ratio (truncated)", traces: [["response_length/clip_ratio", "clip ratio"]] },
     { title: "PG clip fractions", traces: [["actor/pg_clipfrac", "high (1+ε_high)"], ["actor/pg_clipfrac_lower", "low (dual clip)"]] },
