@@ -140,7 +140,13 @@ def test_a_token_budget_update_equals_one_big_micro_batch(tiny_config):
     (want, want_ratios, _), (got, got_ratios, _), (by_rows, _, _) = (
         a.update(batch) for a in (whole, budget, rows)
     )
-    for key in ("actor/pg_loss", "actor/entropy_update", "actor/grad_norm", "actor/pg_clipfrac", "actor/ppo_kl"):
+    for key in (
+        "actor/pg_loss",
+        "actor/entropy_update",
+        "actor/grad_norm",
+        "actor/pg_clipfrac",
+        "actor/ppo_kl",
+    ):
         assert got[key] == pytest.approx(want[key], rel=1e-5, abs=1e-7), key
     assert set(got_ratios) == {0, 5, 9}
     for row in got_ratios:

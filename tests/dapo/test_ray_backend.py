@@ -127,7 +127,9 @@ def test_two_learners_under_a_token_budget_update_like_one_process(assets, tmp_p
         on_ray.close()
     for ours, theirs in zip(local_sink.reports, ray_sink.reports, strict=True):
         assert [s.response for s in ours.samples] == [s.response for s in theirs.samples]
-        for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "actor/pg_clipfrac"):
+        actor_keys = [k for k in ours.metrics if k.startswith("actor/")]
+        assert {"actor/pg_loss", "actor/grad_norm", "actor/pg_clipfrac"} <= set(actor_keys)
+        for key in actor_keys:
             assert theirs.metrics[key] == pytest.approx(ours.metrics[key], rel=1e-4, abs=1e-6), key
         assert 0.0 < theirs.metrics["perf/padding_frac"] < 1.0
     assert sums[0] == sums[1] == pytest.approx(checksum(local.actor.model), rel=1e-5)
