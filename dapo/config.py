@@ -141,7 +141,8 @@ class DataConfig:
 @dataclass(frozen=True)
 class RolloutConfig:
     engine: Literal["hf", "cpu", "vllm"] = "hf"
-    """Rollout engine by name: hf (torch/transformers with a KV cache, CPU or GPU) or vllm (GPU)."""
+    """Rollout engine by name: hf (torch/transformers with a KV cache, CPU or GPU), cpu (the same hf
+    engine under an older name) or vllm (GPU)."""
     n: int = 8
     """Samples per prompt, the group size G (paper 16). verl rollout.n; TRL num_generations."""
     temperature: float = 1.0

@@ -65,6 +65,11 @@ def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chro
         assert page.input_value("#f-optim-lr") == "0.0003"
         expect(page.locator("#preset-notice")).to_be_hidden()
 
+        # before its first step a chart says so, instead of empty axes from -1 to 6
+        page.goto(f"{base}/runs/{run.pk}/")
+        waiting = page.locator("#health-charts .annotation-text").first
+        expect(waiting).to_have_text("waiting for the first step")
+
         # the run page follows the log, and a "Cancelling" note goes once the run is cancelled
         _off_loop(lambda: run.claim("w"))
         path = log_path(run.pk)

@@ -73,3 +73,10 @@ def test_the_api_docs_page_lists_every_endpoint_for_a_logged_in_user(alice_clien
     assert "<code>max_points</code>" in html and "<code>overrides</code>" in html
     response = anon_client.get("/api/docs/")
     assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+
+
+def test_the_engine_menus_cpu_choice_is_explained(alice_client):
+    html = alice_client.get("/runs/new/").content.decode()
+    field = html.split('data-field="rollout.engine"', 1)[1]
+    help_text = field.split('<p class="help">', 1)[1].split("</p>")[0]
+    assert ">cpu</option>" in html and "cpu (the same hf" in help_text and "older name" in help_text

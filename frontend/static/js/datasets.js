@@ -82,7 +82,8 @@
       title: title(`Top ${top.length} of ${stats.answers} answers${other}`),
       yaxis: { ...LAYOUT.yaxis, automargin: true, tickmode: "array", tickvals: ys,
         ticktext: rows.map((a) => plain(short(a.value, 24))), tickfont: { family: "ui-monospace, monospace", size: 10 } },
-      xaxis: { ...LAYOUT.xaxis, title: { text: "problems" } } };
+      xaxis: { ...LAYOUT.xaxis, title: { text: "problems" }, tick0: 0, tickformat: "d", // counts: whole numbers
+        dtick: Math.max(1, Math.ceil(Math.max(...rows.map((a) => a.count)) / 6)) } };
     Plotly.newPlot(el, [trace], layout, CONFIG);
     // a click on a bar filters the rows by that answer
     el.on("plotly_click", (ev) => {

@@ -123,6 +123,13 @@
     if (bound.length > 1) layout.height = 230;
     chart.dtick = stepTick();
     layout.xaxis = { ...LAYOUT.xaxis, dtick: chart.dtick };
+    if (!bound.length) { // no point yet: say so instead of drawing empty axes from -1 to 6
+      const text = ["queued", "running"].includes(run.status) ? "waiting for the first step"
+        : "no data: the run recorded no step of this metric";
+      layout.xaxis = { visible: false }; layout.yaxis = { visible: false };
+      layout.annotations = [{ text, showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.45,
+        font: { size: 12, color: "#64748b" } }];
+    }
     const filename = `run-${runId}-${chart.title}`.replace(/[^A-Za-z0-9_.@-]+/g, "_"); // the camera button's PNG
     const config = { ...PLOT_CONFIG, toImageButtonOptions: { format: "png", filename, scale: 2 } };
     Plotly.react(chart.el, bound.map((t) => traceOf(t, chart)), layout, config);

@@ -25,6 +25,10 @@
     svg.appendChild(line);
     return svg;
   }
+  function when(iso) { // 2026-12-01 18:05 in the browser's time zone: one line, sorts as it reads
+    const d = new Date(iso), p = (n) => String(n).padStart(2, "0");
+    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}`;
+  }
   function td(content, cls) {
     const el = document.createElement("td");
     if (content instanceof Node) el.appendChild(content); else el.textContent = content;
@@ -72,7 +76,7 @@
     const k = r.key_metrics;
     tr.append(td(tick, "select-cell"), td(name), td(badge), td(prog), td(fmt(k.reward, 3), "num"), td(fmt(k.train_acc, 3), "num"),
       td(fmt(k.val_acc, 3), "num"), td(fmt(k.entropy, 3), "num"), td(sparkline(r.sparkline)),
-      td(new Date(r.created_at).toLocaleString(), "small"));
+      td(when(r.created_at), "small nowrap"));
     return tr;
   }
   function render(rows) {
