@@ -10,6 +10,8 @@ GET  /api/runs/<id>/samples/         ?step=&split=&acc=&kept=&truncated=&q=&page
 POST /api/runs/<id>/export/          {"step"?: N, "name"?: "..."}: a checkpoint into the model catalog (202)
 GET  /api/runs/<id>/export/          the run's exports and their state (queued, running, done, failed)
 GET  /api/runs/<id>/log/             ?offset=|tail=: the run's log in chunks of whole lines (runs.log_views)
+POST /api/evaluations/               {"name", "base_model" | "checkpoint", "datasets", "n"?}: an evaluation
+                                     run, no training (runs.evaluations)
 
 The same reference as a page: /api/docs/ (runs.api_docs); as OpenAPI: /api/schema/.
 """

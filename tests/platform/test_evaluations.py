@@ -185,6 +185,7 @@ def test_the_worker_evaluates_the_demo_model_into_one_step_0(alice, alice_client
 def test_further_validation_files_are_confined_to_the_dataset_roots(api, alice_run, paths, queued, tmp_path):
     """data.val_paths is checked like data.val_path: by the API before saving, by the worker again."""
     from catalog.paths import PathError
+
     from worker.tasks import resolved_config
 
     outside = tmp_path.parent / "elsewhere.jsonl"
@@ -214,3 +215,10 @@ def test_the_new_run_form_takes_several_validation_files(alice_client, catalog, 
     assert Run.objects.count() == 1
     bad = alice_client.post("/runs/new/", _form(paths, **{"data.val_paths": "/etc/passwd"}))
     assert bad.status_code == 400 and Run.objects.count() == 1
+
+
+def test_the_api_reference_documents_the_evaluation_endpoint(api, alice_client):
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert schema.status_code == 200 and "/api/evaluations/" in schema.content.decode()
+    page = alice_client.get("/api/docs/").content.decode()
+    assert "/api/evaluations/" in page and "datasets" in page
