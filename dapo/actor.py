@@ -88,6 +88,9 @@ class PolicyActor:
         # A sharded model cannot generate: under FSDP the hf engine loads its own whole copy.
         shares_model = config.rollout.engine != "vllm" and not self.fsdp
         self.engine: RolloutEngine = NoEngine()
+        # vLLM beside a learner on one GPU: it sleeps (weights to host memory, KV cache freed) from the end
+        # of each generate until the next, so the learner's forward and backward get that memory.
+        self.sleeps_between_rollouts = learner and generates and config.rollout.engine == "vllm"
         if generates:
             self.engine = create_engine(
                 config.rollout.engine,
@@ -98,7 +101,7 @@ class PolicyActor:
                 device=str(self.device),
                 dtype=config.model.dtype,
                 seed=config.seed + rank,
-                **_engine_options(config),
+                **_engine_options(config, sleep=self.sleeps_between_rollouts),
             )
         self.train_module: torch.nn.Module = self.model
         if self.fsdp:
@@ -118,7 +121,10 @@ class PolicyActor:
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         self.model.eval()
-        return self.engine.generate(prompts, params)
+        completions = self.engine.generate(prompts, params)  # a sleeping vLLM wakes itself first
+        if self.sleeps_between_rollouts:
+            self.engine.sleep()
+        return completions
 
     # ---- log-probs ----------------------------------------------------------------------------
 
@@ -370,12 +376,13 @@ def _pad_rows(rows: list[list[float]], width: int, device: torch.device) -> torc
     return torch.tensor([r + [0.0] * (width - len(r)) for r in rows], dtype=torch.float32, device=device)
 
 
-def _engine_options(config: RunConfig) -> dict[str, Any]:
+def _engine_options(config: RunConfig, *, sleep: bool = False) -> dict[str, Any]:
     r = config.rollout
     if r.engine == "vllm":
         return {
             "tensor_parallel_size": r.tensor_parallel_size,
             "gpu_memory_utilization": r.gpu_memory_utilization,
             "enforce_eager": r.enforce_eager,
+            "enable_sleep_mode": sleep,
         }
     return {"max_batch_size": r.max_batch_size} if r.max_batch_size else {}
