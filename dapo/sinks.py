@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -10,6 +11,16 @@ from typing import Any, TextIO
 from dapo.report import RunInfo, Sink, Status, StepReport
 
 KEY_METRICS = ("critic/score/mean", "train/acc/mean", "actor/entropy", "response_length/mean")
+
+
+def headline_validation(metrics: dict[str, float]) -> dict[str, float]:
+    """The validation numbers worth a console line: acc mean@n and pass@n at the largest n, overall and
+    per source (the full set, docs/metrics.md, is in metrics.jsonl)."""
+    ns = [int(m.group(1)) for k in metrics if (m := re.fullmatch(r"val/acc/mean@(\d+)", k))]
+    if not ns:
+        return {}
+    wanted = re.compile(rf"val/(?:[^/]+/)?acc/(?:mean|pass)@{max(ns)}")
+    return {k: v for k, v in metrics.items() if wanted.fullmatch(k)}
 
 
 class JsonlSink(Sink):
@@ -87,7 +98,7 @@ class ConsoleSink(Sink):
         )
 
     def on_step(self, report: StepReport) -> None:
-        val = {k: v for k, v in report.metrics.items() if k.startswith("val/acc/")}
+        val = headline_validation(report.metrics)
         if val and self.bar is not None:
             self.bar.write(
                 f"step {report.step}: " + "  ".join(f"{k} {v:.3f}" for k, v in sorted(val.items()))

@@ -51,3 +51,25 @@ def test_val_paths_are_checked_and_val_path_alone_still_works(tiny_config):
         tiny_config.with_overrides({"data.val_paths": [tiny_config.data.val_path]})
     with pytest.raises(ConfigError, match="val_paths"):
         tiny_config.with_overrides({"data.val_paths": "one.parquet"})
+
+
+def test_the_console_shows_acc_mean_and_pass_at_the_largest_n_per_source():
+    from dapo.sinks import headline_validation
+
+    metrics = {
+        "val/acc/mean@4": 0.5,
+        "val/acc/pass@4": 0.75,
+        "val/acc/pass@2": 0.6,
+        "val/acc/maj@4/mean": 0.5,
+        "val/aime/acc/mean@4": 0.25,
+        "val/aime/acc/pass@4": 0.5,
+        "val/aime/score/mean@4": -0.5,
+        "critic/score/mean": 0.1,
+    }
+    assert headline_validation(metrics) == {
+        "val/acc/mean@4": 0.5,
+        "val/acc/pass@4": 0.75,
+        "val/aime/acc/mean@4": 0.25,
+        "val/aime/acc/pass@4": 0.5,
+    }
+    assert headline_validation({"critic/score/mean": 0.1}) == {}
