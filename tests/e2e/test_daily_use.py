@@ -41,10 +41,16 @@ def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chro
     from runs.run_log import log_path
 
     from dapo.presets import get_preset
+    from dapo.report import StepReport
 
     settings.DAPO_VAR_DIR = tmp_path / "var"  # the log files daphne reads
     config = get_preset("tiny_cpu").with_overrides({**make_fake_assets(tmp_path), "optim.lr": 3e-4})
     run = Run.create_queued(owner=alice, name="lr-3e-4", config=config, preset="tiny_cpu")
+    sick = Run.create_queued(owner=alice, name="collapsing", config=config, preset="tiny_cpu")
+    for step, entropy in ((1, 1.2), (2, 0.4), (3, 0.05)):
+        metrics = {"actor/entropy": entropy, "train/num_prompts_kept": 0 if step == 3 else 8,
+                   "response_length/clip_ratio": 0.1 * step}  # fmt: skip
+        sick.record_step(StepReport(step=step, metrics=metrics))
     env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1")
     port = stack.free_port()
     base = f"http://127.0.0.1:{port}"
@@ -64,6 +70,21 @@ def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chro
         page.click("#preset-undo")
         assert page.input_value("#f-optim-lr") == "0.0003"
         expect(page.locator("#preset-notice")).to_be_hidden()
+
+        # the health panel explains its tiles and warns of a collapse, of nothing kept, of the length limit
+        page.goto(f"{base}/runs/{sick.pk}/")
+        notes = page.locator("#health-warnings li")
+        expect(notes).to_have_count(3)
+        collapse = "Entropy collapse: actor/entropy is 0.0500, down from 1.20 at step 1."
+        assert notes.nth(0).text_content().startswith(collapse)
+        assert "Every prompt group was filtered" in notes.nth(1).text_content()
+        assert notes.nth(2).text_content().startswith("30% of the responses hit the generation limit")
+        tip = page.locator(".tile", has_text="Entropy").get_attribute("title")
+        assert tip.startswith("Mean token entropy")
+        # between two steps the ETA stops at the next step's estimate instead of running on to 0
+        state = {"status": "running", "eta_s": 100, "total_steps": 10, "step": 5}
+        assert page.evaluate("s => window.dapoHealth.eta(s, 50)", state) == {"eta": 80, "slow": True}
+        assert page.evaluate("s => window.dapoHealth.eta(s, 10)", state) == {"eta": 90, "slow": False}
 
         # before its first step a chart says so, instead of empty axes from -1 to 6
         page.goto(f"{base}/runs/{run.pk}/")

@@ -247,11 +247,16 @@
   function tick() {
     const live = run.status === "running" ? (Date.now() - runReceivedAt) / 1000 : 0;
     $("elapsed").textContent = duration(run.elapsed_s === null ? null : run.elapsed_s + live);
-    $("eta").textContent = run.status === "running" ? duration(run.eta_s === null ? null : run.eta_s - live) : "–";
+    const est = window.dapoHealth.eta(run, live);
+    $("eta").textContent = est.eta === null ? "–" : duration(est.eta) + (est.slow ? " (this step is slow)" : "");
   }
   function renderTiles() {
     const tiles = $("tiles");
     tiles.replaceChildren();
+    const notes = window.dapoHealth.warnings((name) => series.get(name));
+    $("health-warnings").replaceChildren(...notes.map((text) => {
+      const li = document.createElement("li"); li.className = "msg msg-warn"; li.textContent = text; return li;
+    }));
     for (const [label, match, digits] of TILES) {
       let value;
       if (label.startsWith("Kept")) value = `${fmt(latest("train/num_prompts_kept"), 0)} / ${fmt(latest("train/num_prompts_generated"), 0)}`;
@@ -259,6 +264,7 @@
       else value = fmt(latest(match), digits);
       const tile = document.createElement("div");
       tile.className = "tile";
+      tile.title = window.dapoHealth.TIPS[label] || "";
       const v = document.createElement("div"); v.className = "tile-value"; v.textContent = value;
       const l = document.createElement("div"); l.className = "tile-label"; l.textContent = label;
       tile.append(v, l);
