@@ -59,6 +59,7 @@ def test_a_fresh_start_never_inherits_files_of_a_reused_run_id(alice_run, settin
 
 
 def test_relative_paths_are_resolved_from_the_repository_root(alice_run, settings):
+    settings.DAPO_MODEL_ROOTS = [Path(settings.BASE_DIR) / "assets"]  # the default root of the demo model
     Run.objects.filter(pk=alice_run.pk).update(
         config={**alice_run.config, "model": {**alice_run.config["model"], "path": "assets/demo/model"}}
     )
