@@ -124,3 +124,95 @@ def _check(page: Any, path: str, wide: dict[str, Any]) -> None:
 def _off_loop(fn: Any) -> Any:
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(fn).result()
+
+
+# WCAG 2 contrast of every element that shows text of its own, against the first opaque background below
+# it: 4.5:1, or 3:1 for large text (24 px, or 18.66 px bold). Disabled controls are exempt, as in WCAG.
+CONTRAST_JS = """() => {
+  const rgb = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lin = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const lum = ([r, g, b]) => 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+  const ratio = (a, b) => {
+    const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p);
+    return (x + 0.05) / (y + 0.05);
+  };
+  function background(el) {
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length === 3 || c[3] > 0.9) return c.slice(0, 3);
+    }
+    return rgb(getComputedStyle(document.body).backgroundColor).slice(0, 3);
+  }
+  const bad = [];
+  for (const el of document.querySelectorAll("body *")) {
+    if (el.closest("svg, .js-plotly-plot, [hidden], option") || el.disabled) continue;
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !el.getClientRects().length) continue;
+    const st = getComputedStyle(el);
+    if (st.visibility === "hidden" || Number(st.opacity) < 0.1) continue;
+    const size = parseFloat(st.fontSize), bold = Number(st.fontWeight) >= 700;
+    const need = size >= 24 || (bold && size >= 18.66) ? 3 : 4.5;
+    const r = ratio(rgb(st.color).slice(0, 3), background(el));
+    const what = `${el.tagName}.${el.className} "${el.textContent.trim().slice(0, 30)}"`;
+    if (r < need) bad.push(`${what} ${r.toFixed(2)}`);
+  }
+  return bad.slice(0, 8);
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_text_contrast_keyboard_reach_and_dark_mode(alice, queued, tmp_path, chromium_path, settings, scheme):  # noqa: F811
+    from playwright.sync_api import expect, sync_playwright
+
+    settings.DAPO_DATASET_ROOTS = [stack.REPO / "assets"]
+    data = seed(alice, tmp_path)
+    env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1",
+                            DAPO_DATASET_ROOTS=str(stack.REPO / "assets"))  # fmt: skip
+    port = stack.free_port()
+    base = f"http://127.0.0.1:{port}"
+    low: dict[str, Any] = {}
+    with stack.daphne(env, tmp_path / "daphne.log", port), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        page, errors = open_page(browser, viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+        page.goto(f"{base}/accounts/login/")
+        low.update({"/accounts/login/": bad} if (bad := page.evaluate(CONTRAST_JS)) else {})
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", "alice-pass-123")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{base}/runs/")
+        for path in pages(data):
+            page.goto(base + path)
+            _settle(page)
+            if bad := page.evaluate(CONTRAST_JS):
+                low[path] = bad
+        run = data["runs"][0].pk
+        page.goto(f"{base}/runs/{run}/")
+        _settle(page)
+        dark = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert (dark == "rgb(11, 18, 32)") == (scheme == "dark"), dark
+        if scheme == "dark":
+            page.screenshot(path=str(ARTIFACTS / "dark-run-page.png"))
+        else:
+            # the first Tab reaches the skip link, which jumps past the navigation to the content
+            page.keyboard.press("Tab")
+            assert page.evaluate("document.activeElement.className") == "skip-link"
+            page.keyboard.press("Enter")
+            assert page.evaluate("document.activeElement.id") == "main"
+            # no chart toolbar button is in the tab order; a sample row opens with Enter
+            assert page.locator(".modebar-btn").count() > 0
+            assert page.locator(".modebar-btn:not([tabindex='-1'])").count() == 0
+            page.focus("#samples-body tr")
+            page.keyboard.press("Enter")
+            expect(page.locator("#sample-dialog")).to_have_attribute("open", "")
+            page.keyboard.press("Escape")
+            # a sample's tokens are read with the arrow keys
+            page.goto(f"{base}/runs/{run}/samples/{data['sample'].pk}/")
+            if page.locator("#tokens").count():
+                page.focus("#tokens")
+                page.keyboard.press("ArrowRight")
+                page.keyboard.press("ArrowRight")
+                assert page.locator(".tok.current").get_attribute("data-i") == "1"
+                assert page.text_content("#token-info").strip() != ""
+        assert errors == []
+        browser.close()
+    assert low == {}, low

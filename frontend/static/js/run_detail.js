@@ -124,8 +124,9 @@
     chart.dtick = stepTick();
     layout.xaxis = { ...LAYOUT.xaxis, dtick: chart.dtick };
     if (!bound.length) { // no point yet: say so instead of drawing empty axes from -1 to 6
-      const text = ["queued", "running"].includes(run.status) ? "waiting for the first step"
-        : "no data: the run recorded no step of this metric";
+      const live = ["queued", "running"].includes(run.status);
+      const text = !live ? "no data: the run recorded no step of this metric"
+        : lastStep < 0 ? "waiting for the first step" : "no value of this metric yet";
       layout.xaxis = { visible: false }; layout.yaxis = { visible: false };
       layout.annotations = [{ text, showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.45,
         font: { size: 12, color: "#64748b" } }];
@@ -287,6 +288,8 @@
       const tr = document.createElement("tr");
       tr.className = "clickable";
       tr.dataset.index = i;
+      tr.tabIndex = 0; // Enter or Space opens it, like a click
+      tr.setAttribute("aria-label", `Sample ${s.sample_index}: open in full`);
       tr.append(cell(s.sample_index), cell(s.group), cell(fmt(s.reward, 2), "num"), cell(s.acc ? "✓" : "✗", s.acc ? "ok" : "bad"),
         cell(s.pred), cell(s.ground_truth), cell(s.length, "num"), cell(s.truncated ? "yes" : ""), cell(s.kept ? "kept" : "filtered"),
         cell(fmt(s.advantage, 2), "num"), cell(s.response.slice(0, 90), "response"));
@@ -324,6 +327,12 @@
   $("samples-body").addEventListener("click", (e) => {
     const tr = e.target.closest("tr");
     if (tr) openSample(shownSamples[Number(tr.dataset.index)]);
+  });
+  $("samples-body").addEventListener("keydown", (e) => {
+    const tr = e.target.closest("tr");
+    if (!tr || (e.key !== "Enter" && e.key !== " ")) return;
+    e.preventDefault();
+    openSample(shownSamples[Number(tr.dataset.index)]);
   });
 
   // ---- websocket ---------------------------------------------------------------------------------

@@ -111,6 +111,29 @@
     legend.appendChild(none);
     box.dataset.mode = mode;
   }
+  // The keyboard reads the tokens too: Tab to the text, then the arrow keys (Home, End) step through them.
+  box.tabIndex = 0;
+  box.setAttribute("role", "group");
+  box.setAttribute("aria-label", "Response tokens: use the arrow keys to read each token's values");
+  info.setAttribute("aria-live", "polite");
+  let current = -1;
+  box.addEventListener("keydown", (e) => {
+    const moves = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
+    let next = current;
+    if (e.key in moves) next = Math.min(n - 1, Math.max(0, current + moves[e.key]));
+    else if (e.key === "Home") next = 0;
+    else if (e.key === "End") next = n - 1;
+    else return;
+    e.preventDefault();
+    const old = box.querySelector(".tok.current");
+    if (old) old.classList.remove("current");
+    current = next;
+    const span = box.querySelector(`.tok[data-i="${current}"]`);
+    if (!span) return;
+    span.classList.add("current");
+    span.scrollIntoView({ block: "nearest" });
+    info.textContent = describe(current);
+  });
   box.addEventListener("mouseover", (e) => {
     const span = e.target.closest(".tok");
     if (!span || !box.contains(span)) return;
