@@ -80,3 +80,8 @@ def test_the_engine_menus_cpu_choice_is_explained(alice_client):
     field = html.split('data-field="rollout.engine"', 1)[1]
     help_text = field.split('<p class="help">', 1)[1].split("</p>")[0]
     assert ">cpu</option>" in html and "cpu (the same hf" in help_text and "older name" in help_text
+
+
+def test_a_comparison_of_one_run_says_run_not_runs(alice_client, alice_run):
+    html = alice_client.get(f"/runs/compare/?ids={alice_run.pk}").content.decode()
+    assert "Compare 1 run ·" in html and "Compare 1 runs" not in html

@@ -94,7 +94,7 @@
       g.color = first.color; g.dash = first.dash;
       if (g.runs.length === 1) g.name = `#${first.id} ${first.name}`;
       else if (state.by === "seed") g.name = `${first.name} · ${g.runs.length} seeds (${g.runs.map((r) => r.seed).join(", ")})`;
-      else g.name = `${g.key.split(" ").slice(1).join(" ")} · ${g.runs.length} runs`;
+      else g.name = `${g.key.split(" ").slice(1).join(" ")} · ${g.runs.length} run${g.runs.length === 1 ? "" : "s"}`;
     }
     return [...out.values()];
   }
