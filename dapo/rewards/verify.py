@@ -19,7 +19,7 @@ TIMEOUT_S = 5
 
 def _library() -> Any:
     try:
-        import math_verify  # type: ignore[import-not-found,unused-ignore]
+        import math_verify  # type: ignore[import-untyped]
     except ImportError as e:  # pragma: no cover - the lock installs it
         raise RewardError(
             "reward 'math_verify' needs the math-verify package (pinned in requirements.lock): "

@@ -134,6 +134,8 @@ def test_the_dataset_page_counts_the_ground_truths_a_reward_can_judge(alice_clie
     assert "<code>42</code>" in html and "<code>F</code>" in html  # the rows it cannot judge
     html = alice_client.get(f"/datasets/{choices.pk}/", {"reward": "json_match"}).content.decode()
     assert '<strong id="reward-judged">0 of 6</strong>' in html
+    html = alice_client.get(f"/datasets/{choices.pk}/", {"reward": "math_verify"}).content.decode()
+    assert '<strong id="reward-judged">6 of 6</strong>' in html  # letters parse as symbols, 42 as a number
     html = alice_client.get(f"/datasets/{choices.pk}/", {"reward": PARITY}).content.decode()
     assert "a plugin runs only where rewards are computed" in html and "parity_plugin" not in sys.modules
     html = alice_client.get(f"/datasets/{choices.pk}/", {"reward": "http"}).content.decode()
