@@ -43,7 +43,7 @@ def api(alice):
     [
         ({"data.reward_fn": "os:system"}, "data.reward_fn", "not an allowed reward plugin"),
         ({"data.reward_fn": "bleu"}, "data.reward_fn", "unknown reward function"),
-        ({"data.reward_fn": "http", "data.reward_url": "http://10.0.0.1/"}, "data.reward_url", "not an allowed"),
+        ({"data.reward_fn": "http", "data.reward_url": "http://10.9"}, "data.reward_url", "not an allowed"),
         ({"data.reward_fn": "regex", "data.reward_pattern": "(["}, "data.reward_pattern", "regular expr"),
         (
             {"data.reward_fn": "math_dapo,boxed_exact", "data.reward_weights": "1"},
