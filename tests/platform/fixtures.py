@@ -63,6 +63,27 @@ def bob_client(bob: Any) -> Any:
     return c
 
 
+def _token_client(user: Any) -> Any:
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+@pytest.fixture
+def api(alice: Any) -> Any:
+    """alice through the API with her token."""
+    return _token_client(alice)
+
+
+@pytest.fixture
+def bob_api(bob: Any) -> Any:
+    """bob through the API with his token."""
+    return _token_client(bob)
+
+
 @pytest.fixture
 def anon_client() -> Any:
     from django.test import Client

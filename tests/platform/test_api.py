@@ -10,20 +10,6 @@ from tests.platform.support import report, sample
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def api(alice) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
-    return client
-
-
-@pytest.fixture
-def bob_api(bob) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=bob).key}")
-    return client
-
-
 def test_create_from_a_preset_with_overrides(api, paths, queued, django_capture_on_commit_callbacks):
     body = {"name": "api run", "preset": "tiny_cpu", "overrides": {**paths, "optim.total_steps": 5}}
     with django_capture_on_commit_callbacks(execute=True):

@@ -10,18 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 from catalog.models import BaseModel, Dataset
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 from runs.models import Checkpoint, Kind, MetricPoint, Run, Sample, Status
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def api(alice) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
-    return client
 
 
 @pytest.fixture

@@ -11,27 +11,11 @@ from typing import Any
 import pytest
 from catalog.models import BaseModel
 from django.conf import settings
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 from runs.models import ExportStatus, ModelExport, Run
 
 from dapo.presets import get_preset
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def api(alice) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
-    return client
-
-
-@pytest.fixture
-def bob_api(bob) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=bob).key}")
-    return client
 
 
 @pytest.fixture(scope="module")

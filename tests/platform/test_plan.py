@@ -7,8 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 from runs.models import Run
 
 from dapo.memory_plan import estimate
@@ -44,13 +42,6 @@ def qwen_paths(paths, tmp_path) -> dict[str, str]:
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(QWEN7B))
     return {**paths, "model.path": str(folder)}
-
-
-@pytest.fixture
-def api(alice) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
-    return client
 
 
 def test_a_gpu_run_that_cannot_fit_is_refused_with_the_biggest_term_and_the_fix(api, qwen_paths, queued):

@@ -28,16 +28,6 @@ def plugin_folder(monkeypatch):
     sys.modules.pop("parity_plugin", None)
 
 
-@pytest.fixture
-def api(alice):
-    from rest_framework.authtoken.models import Token
-    from rest_framework.test import APIClient
-
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
-    return client
-
-
 @pytest.mark.parametrize(
     ("overrides", "field", "message"),
     [

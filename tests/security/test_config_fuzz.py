@@ -16,7 +16,6 @@ import pytest
 from django.test import Client
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from rest_framework.authtoken.models import Token
 from runs.configuring import check_paths
 from runs.forms import display
 from runs.models import Run
@@ -68,11 +67,6 @@ any_key = st.one_of(
     st.text(max_size=10),
     st.sampled_from(["optim.lr.x", "seed.x", "", ".", "optim.", ".lr", "nope.lr", "optim.l\x00r"]),
 )
-
-
-@pytest.fixture
-def api(alice) -> Client:
-    return Client(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
 
 
 def _valid_config(paths: dict[str, str]) -> dict[str, Any]:
