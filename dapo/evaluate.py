@@ -31,6 +31,7 @@ from typing import Any
 from dapo.config import ConfigError, RunConfig
 from dapo.presets import PRESETS, get_preset
 from dapo.report import RunInfo, RunResult, SampleRecord, Sink, StepReport
+from dapo.train import with_sets
 
 log = logging.getLogger(__name__)
 
@@ -199,20 +200,6 @@ def build(args: argparse.Namespace) -> tuple[RunConfig, Path | None]:
         base, data=args.data, n=args.n, model=args.model, max_problems=args.max_problems
     )
     return config, checkpoint
-
-
-def with_sets(config: RunConfig, items: list[str]) -> RunConfig:
-    """``config`` with ``--set FIELD=VALUE`` items applied (VALUE as JSON, else a bare string)."""
-    overrides: dict[str, Any] = {}
-    for item in items:
-        name, sep, raw = item.partition("=")
-        if not sep:
-            raise ConfigError({"--set": f"expected FIELD=VALUE, got {item!r}"})
-        try:
-            overrides[name.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            overrides[name.strip()] = raw
-    return config.with_overrides(overrides) if overrides else config
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,8 +77,13 @@ def resolve_config(args: argparse.Namespace) -> RunConfig:
         config = RunConfig.load(args.out / "config.json")
     else:
         config = get_preset(args.preset or "tiny_cpu")
-    overrides = {}
-    for item in args.set:
+    return with_sets(config, args.set)
+
+
+def with_sets(config: RunConfig, items: list[str]) -> RunConfig:
+    """``config`` with ``--set FIELD=VALUE`` items applied (VALUE as JSON, else a bare string)."""
+    overrides: dict[str, Any] = {}
+    for item in items:
         name, sep, raw = item.partition("=")
         if not sep:
             raise ConfigError({"--set": f"expected FIELD=VALUE, got {item!r}"})
