@@ -1,4 +1,6 @@
-"""Every page at a phone's size (390 x 844): nothing wider than the screen, so no page scrolls sideways.
+"""Every page at a phone's size (390 x 844): nothing wider than the screen, so no page scrolls sideways;
+and every page in light and dark mode: no serious or critical axe-core violation, text contrast at least
+WCAG's, the keyboard path (skip link, sample rows, tokens) working.
 
 Only daphne runs here: two runs with curves and samples, a catalog dataset and a checkpoint are written
 straight into the test database. Screenshots go to test-artifacts/ (docs/ keeps a phone and a dark one).
@@ -115,6 +117,18 @@ def test_no_page_is_wider_than_a_phone(alice, queued, tmp_path, chromium_path, s
     assert wide == {}, wide
 
 
+def _axe(page: Any) -> list[str]:
+    """axe-core's serious and critical violations on the page: rule, and the first elements it names."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    violations = Axe().run(page).response["violations"]
+    return [
+        f"{v['id']} ({v['impact']}): {', '.join(str(n['target']) for n in v['nodes'][:3])}"
+        for v in violations
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
 def _check(page: Any, path: str, wide: dict[str, Any]) -> None:
     result = page.evaluate(OVERFLOW_JS)
     if result["scrollWidth"] > result["width"] or result["worst"]:
@@ -185,6 +199,8 @@ def test_text_contrast_keyboard_reach_and_dark_mode(alice, queued, tmp_path, chr
             _settle(page)
             if bad := page.evaluate(CONTRAST_JS):
                 low[path] = bad
+            if serious := _axe(page):
+                low[f"axe {path}"] = serious
         run = data["runs"][0].pk
         page.goto(f"{base}/runs/{run}/")
         _settle(page)
