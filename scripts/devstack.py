@@ -188,8 +188,9 @@ class Supervisor:
         self.env["REDIS_URL"] = ensure_redis(self.stack, self.env, self.var_dir, VENV_BIN / "python")
         ray = self.start_ray()
         self.manage("migrate", "--noinput")
-        if self.env.get("DJANGO_DEBUG", "true").lower() in {"0", "false", "no", "off"}:
-            self.manage("collectstatic", "--noinput")
+        # fingerprinted, gzipped copies that pages name and browsers cache for good (config/static_storage.py)
+        self.manage("collectstatic", "--noinput")
+        self.env.setdefault("DAPO_STATIC_HASHED", "true")
         t = self.lap("migrate", t)
         # Daphne and Celery spend seconds importing Django (and torch): they start while bootstrap runs.
         url = self.start_web()

@@ -225,6 +225,13 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "frontend" / "static"]
 STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 WHITENOISE_USE_FINDERS = True  # serve straight from frontend/static without collectstatic in development
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # hashed names, gzip copies and immutable caching once collected (config/static_storage.py)
+    "staticfiles": {"BACKEND": "config.static_storage.StaticStorage"},
+}
+DAPO_STATIC_HASHED = env_bool("DAPO_STATIC_HASHED", not DEBUG)
+"""Pages name the fingerprinted copies that collectstatic wrote (cached for good); off: the plain files."""
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on a missing one before collectstatic
 
 LANGUAGE_CODE = "en-us"
