@@ -8,7 +8,7 @@ straight into the test database. Screenshots go to test-artifacts/ (docs/ keeps 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import re
 from typing import Any
 
 import pytest
@@ -135,11 +135,6 @@ def _check(page: Any, path: str, wide: dict[str, Any]) -> None:
         wide[path] = result
 
 
-def _off_loop(fn: Any) -> Any:
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(fn).result()
-
-
 # WCAG 2 contrast of every element that shows text of its own, against the first opaque background below
 # it: 4.5:1, or 3:1 for large text (24 px, or 18.66 px bold). Disabled controls are exempt, as in WCAG.
 CONTRAST_JS = """() => {
@@ -221,6 +216,14 @@ def test_text_contrast_keyboard_reach_and_dark_mode(alice, queued, tmp_path, chr
             page.keyboard.press("Enter")
             expect(page.locator("#sample-dialog")).to_have_attribute("open", "")
             page.keyboard.press("Escape")
+            # one-line dates on the runs list; whole-number counts on the answers chart
+            page.goto(f"{base}/runs/")
+            created = page.locator("#runs-body tr td:last-child").first.text_content()
+            assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", created), created
+            page.goto(f"{base}/datasets/{data['dataset'].pk}/")
+            page.wait_for_selector("#chart-answers .xtick text")
+            ticks = page.locator("#chart-answers .xtick text").all_text_contents()
+            assert ticks and all(re.fullmatch(r"[\d,]+", t) for t in ticks), ticks
             # a sample's tokens are read with the arrow keys
             page.goto(f"{base}/runs/{run}/samples/{data['sample'].pk}/")
             if page.locator("#tokens").count():
