@@ -7,8 +7,9 @@ browser loads plotly's 4.8 MB bundle once, ~1.4 MB on the wire, and never asks a
 gets a new name. Without a manifest entry (nothing collected: tests, a checkout's first ``runserver``) a
 page names the plain file, which WhiteNoise serves from frontend/static (``WHITENOISE_USE_FINDERS``).
 
-Hashed names are used when ``DAPO_STATIC_HASHED`` is on (default: when not debugging); ``make demo``
-turns it on after collecting, so the demo loads like production. Collected files are a snapshot: while a
+Hashed names are used when ``DAPO_STATIC_HASHED`` is on (default: when not debugging), and only then, so
+that a test (pytest-django turns DEBUG off) never reads a copy collected earlier; ``make demo`` turns it on
+after collecting, so the demo loads like production. Collected files are a snapshot: while a
 process that uses them runs, an edited file under frontend/static shows only after the next collect.
 """
 
@@ -25,7 +26,9 @@ class StaticStorage(CompressedManifestStaticFilesStorage):
     manifest_strict = False  # a file missing from the manifest is named plainly (below), not an error
 
     def url(self, name: Any, force: bool = False) -> str:
+        if not (force or settings.DAPO_STATIC_HASHED):  # however DEBUG is set (tests turn it off)
+            return StaticFilesStorage.url(self, name)
         try:
-            return super().url(name, force=force or settings.DAPO_STATIC_HASHED)
+            return super().url(name, force=True)
         except ValueError:  # not collected: the plain name, which WhiteNoise finds in frontend/static
             return StaticFilesStorage.url(self, name)

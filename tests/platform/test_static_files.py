@@ -41,3 +41,13 @@ def test_without_a_collect_pages_name_the_plain_files(alice, alice_run, settings
     settings.DAPO_STATIC_HASHED = True
     src, response = _page_and_plotly(alice, alice_run)
     assert src == "/static/vendor/plotly-4.1.2.min.js" and response.status_code == 200
+
+
+def test_with_hashing_off_a_collected_copy_is_never_named(alice, alice_run, settings, tmp_path):
+    """A test (DEBUG off under pytest-django) or a developer's server must not load a stale collected copy."""
+    settings.STATIC_ROOT = tmp_path / "static"
+    call_command("collectstatic", interactive=False, verbosity=0)
+    settings.DAPO_STATIC_HASHED = False
+    settings.DEBUG = False
+    src, response = _page_and_plotly(alice, alice_run)
+    assert src == "/static/vendor/plotly-4.1.2.min.js" and response.status_code == 200
