@@ -1,0 +1,437 @@
+"""Our DAPO trainer against TRL's GRPOTrainer set up as DAPO, side by side (issue 14).
+
+Both train the same fresh model on the same task of this file's own (not the demo's: a different
+tokenizer, chat template, model shape and task), one core each (``taskset`` and one torch thread),
+started at the same instant for the same wall budget, then ONE evaluator (ours, HF generate) judges both
+saved models on the same held-out problems at T=1 (4 samples each) and greedily.
+
+The task, "digit sum" of 3 to 5 digit numbers: ``Q: What is the digit sum of 4719?`` -> the running
+sums ``4,11,12,21`` and a last line ``Answer: 21`` (at most 25 tokens; scored by the ``math_dapo`` reward
+for both trainers). The model: a character-level
+Llama (hidden 160, 4 layers, 5 heads) pre-trained briefly on worked sums, a third of them with one step
+off, so that its sampled accuracy sits between 0 and 1 and both trainers have room to raise it.
+
+TRL is a benchmark-only dependency, pinned in bench/requirements-peer.txt, installed into its own venv
+that reuses this project's torch and transformers (never into .venv nor the project's locks):
+
+    python3.11 -m venv var/peer-venv
+    echo "$PWD/.venv/lib/python3.11/site-packages" > var/peer-venv/lib/python3.11/site-packages/zz_main.pth
+    var/peer-venv/bin/pip install -r bench/requirements-peer.txt
+    .venv/bin/python bench/peer_trl.py --budget-s 600
+
+Settings shared by both (the issue's): 8 prompts x 8 samples a step, at most 32 new tokens, T=1, lr 2e-5
+constant, AdamW with no weight decay, grad clip 1, clip 0.2 / 0.28, token-mean loss, no KL, truncated
+samples masked from the loss (TRL ``mask_truncated_completions``, our overlong filtering), seed 42. Ours
+adds dynamic sampling (its rounds count as generated samples); TRL trains on every group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+OUT = ROOT / "var" / "bench" / "peer"
+PEER_PYTHON = ROOT / "var" / "peer-venv" / "bin" / "python"
+SPECIAL = ("<pad>", "<bos>", "<eos>", "<unk>")
+ALPHABET = "\n 0123456789+-=,.:?ADQSWadefghilmnorstuw"
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{% if m['role'] == 'user' %}Q: {{ m['content'] }}\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}A: {% endif %}"
+)
+GROUP, PROMPTS, MAX_NEW, LR, SEED = 8, 8, 32, 2e-5, 42
+
+
+# ---- the task and the model -------------------------------------------------------------------
+
+
+def worked(number: int, rng: random.Random | None = None, noise: float = 0.0) -> str:
+    """'4,11,12,21\nAnswer: 21' for 4719 (the running sums); with probability ``noise`` one running sum
+    is off by 1 or 2 (and the ones after it follow from it)."""
+    digits = [int(d) for d in str(number)]
+    wrong = rng.randrange(1, len(digits)) if rng is not None and rng.random() < noise else -1
+    sums = [digits[0]]
+    for i, d in enumerate(digits[1:], start=1):
+        sums.append(sums[-1] + d + (rng.choice([-2, -1, 1, 2]) if i == wrong and rng is not None else 0))
+    return ",".join(map(str, sums)) + f"\nAnswer: {sums[-1]}"
+
+
+def problem(index: int, number: int) -> Any:
+    from dapo.data import Problem
+
+    text = f"What is the digit sum of {number}?"
+    return Problem(
+        index=index,
+        messages=[{"role": "user", "content": text}],
+        ground_truth=str(sum(map(int, str(number)))),
+    )
+
+
+def splits(n_train: int, n_test: int) -> tuple[list[int], list[int]]:
+    rng = random.Random("digit-sum")
+    numbers = rng.sample(range(100, 100_000), n_train + n_test)
+    return numbers[:n_train], numbers[n_train:]
+
+
+def build_tokenizer() -> Any:
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate([*SPECIAL, *ALPHABET])}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    backend.add_special_tokens(list(SPECIAL))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+        unk_token="<unk>", chat_template=CHAT_TEMPLATE, model_max_length=128,
+    )  # fmt: skip
+
+
+def build(out: Path, steps: int) -> dict:
+    """Tokenizer, pre-trained model and data into ``out`` (kept once built)."""
+    manifest = out / "manifest.json"
+    if manifest.is_file():
+        return json.loads(manifest.read_text())
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    from dapo.data import render_prompt, write_parquet
+
+    torch.set_num_threads(1)
+    tok = build_tokenizer()
+    ids = {f"{n}_token_id": getattr(tok, f"{n}_token_id") for n in ("bos", "eos", "pad")}
+    config = LlamaConfig(
+        vocab_size=len(tok), hidden_size=160, intermediate_size=448, num_hidden_layers=4,
+        num_attention_heads=5, num_key_value_heads=5, max_position_embeddings=128,
+        tie_word_embeddings=True, **ids,
+    )  # fmt: skip
+    torch.manual_seed(SEED)
+    model = LlamaForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=MAX_NEW, **ids
+    )
+    train, test = splits(4000, 256)
+    seen = set(train) | set(test)
+    rng = random.Random("pretrain")
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 30) * (1 - 0.9 * s / steps))
+    model.train()
+    for _ in range(steps):
+        rows, starts = [], []
+        while len(rows) < 32:
+            n = rng.randrange(100, 100_000)
+            if n in seen:  # pre-training never sees a train or test problem
+                continue
+            p = tok.encode(render_prompt(tok, problem(0, n)), add_special_tokens=False)
+            r = tok.encode(worked(n, rng, noise=1 / 3), add_special_tokens=False) + [tok.eos_token_id]
+            rows.append(p + r)
+            starts.append(len(p))
+        width = max(map(len, rows))
+        x = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows])
+        pos = torch.arange(width)
+        mask = (pos < torch.tensor([[len(r)] for r in rows])).long()
+        labels = x.masked_fill((pos < torch.tensor([[s] for s in starts])) | (mask == 0), -100)
+        loss = model(input_ids=x, attention_mask=mask, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if sched.last_epoch % 50 == 0:
+            print(f"pre-train step {sched.last_epoch}/{steps}: loss {loss.item():.3f}", file=sys.stderr)
+    model.eval()
+    model.save_pretrained(out / "model")
+    tok.save_pretrained(out / "model")
+    write_parquet([problem(i, n) for i, n in enumerate(train)], out / "train.parquet")
+    write_parquet([problem(i, n) for i, n in enumerate(test)], out / "test.parquet")
+    info = {
+        "params": sum(p.numel() for p in model.parameters()),
+        "pretrain_steps": steps,
+        "loss": loss.item(),
+    }
+    manifest.write_text(json.dumps(info))
+    return info
+
+
+# ---- the two trainers (each in its own process, on its own core) ------------------------------
+
+
+def our_config(assets: Path) -> Any:
+    from dapo.presets import get_preset
+
+    return get_preset("tiny_cpu").with_overrides({
+        "seed": SEED, "model.path": str(assets / "model"),
+        "data.train_path": str(assets / "train.parquet"), "data.val_path": str(assets / "test.parquet"),
+        "data.train_batch_size": PROMPTS, "data.gen_batch_size": PROMPTS, "data.max_prompt_length": 64,
+        "rollout.n": GROUP, "rollout.max_response_length": MAX_NEW,
+        "algorithm.overlong_buffer": False, "algorithm.overlong_filtering": True,
+        "optim.lr": LR, "optim.warmup_steps": 0, "optim.weight_decay": 0.0, "optim.total_steps": 1_000_000,
+        "optim.mini_batch_size": PROMPTS, "optim.micro_batch_size": PROMPTS * GROUP,
+        "validation.every_n_steps": 0, "checkpoint.every_n_steps": 0, "execution.torch_threads": 1,
+    })  # fmt: skip
+
+
+def run_ours(assets: Path, out: Path, start: float, budget: float) -> dict:
+    from dapo.backends import LocalBackend
+    from dapo.report import Sink
+    from dapo.trainer import Trainer
+
+    config = our_config(assets)
+    backend = LocalBackend(config)
+
+    class Budget(Sink):
+        def __init__(self) -> None:
+            self.steps, self.trained, self.generated, self.last = 0, 0.0, 0.0, start
+            self.phases: dict[str, float] = {}
+
+        def on_step(self, report: Any) -> None:
+            m = report.metrics
+            self.steps, self.last = self.steps + 1, time.time()
+            self.trained += m.get("train/num_samples_trained", 0.0)
+            self.generated += m.get("train/num_prompts_generated", 0.0) * GROUP
+            for k, v in m.items():
+                if k.startswith("timing_s/"):
+                    self.phases[k] = self.phases.get(k, 0.0) + v
+
+        def should_stop(self) -> bool:
+            return time.time() > start + budget
+
+    sink = Budget()
+    late = time.time() - start  # > 0: this trainer was not ready at the common start
+    time.sleep(max(0.0, -late))
+    Trainer(config, out / "run", [sink], backend=backend).fit()
+    backend.save_pretrained(out / "final")
+    wall = sink.last - start
+    phases = {k: round(v / max(sink.steps, 1), 4) for k, v in sorted(sink.phases.items())}
+    return {
+        "steps": sink.steps,
+        "trained": sink.trained,
+        "generated": sink.generated,
+        "wall": wall,
+        "phases": phases,
+        "late": late,
+    }
+
+
+def run_trl(assets: Path, out: Path, start: float, budget: float) -> dict:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from dapo.config import DataConfig
+    from dapo.data import load_problems
+    from dapo.rewards import build_reward
+
+    torch.set_num_threads(1)
+    scorer = build_reward(DataConfig())
+    problems = load_problems(str(assets / "train.parquet"))
+    data = Dataset.from_list([{"prompt": p.messages, "answer": p.ground_truth} for p in problems])
+
+    def reward(completions: list, answer: list, **_: Any) -> list[float]:
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return [r.score for r in scorer.score_batch([""] * len(texts), texts, answer)]
+
+    class Budget(TrainerCallback):
+        last = start
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            Budget.last = time.time()
+            if time.time() > start + budget:
+                control.should_training_stop = True
+
+    args = GRPOConfig(
+        output_dir=str(out / "run"), per_device_train_batch_size=PROMPTS * GROUP, num_generations=GROUP,
+        max_completion_length=MAX_NEW, temperature=1.0, top_p=1.0, top_k=0, learning_rate=LR,
+        lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, beta=0.0,
+        epsilon=0.2, epsilon_high=0.28, loss_type="dapo", mask_truncated_completions=True,
+        num_iterations=1, max_steps=1_000_000, save_strategy="no", report_to="none", logging_steps=1_000_000,
+        use_cpu=True, seed=SEED, dataloader_num_workers=0, disable_dropout=True,
+    )  # fmt: skip
+    model = AutoModelForCausalLM.from_pretrained(assets / "model", dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(assets / "model")
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=data,
+        processing_class=tok,
+        callbacks=[Budget()],
+    )
+    late = time.time() - start  # > 0: this trainer was not ready at the common start
+    time.sleep(max(0.0, -late))
+    trainer.train()
+    trainer.save_model(str(out / "final"))
+    tok.save_pretrained(out / "final")
+    steps = trainer.state.global_step
+    samples = steps * PROMPTS * GROUP
+    return {
+        "steps": steps,
+        "trained": samples,
+        "generated": samples,
+        "wall": Budget.last - start,
+        "late": late,
+    }
+
+
+# ---- one evaluator for both -------------------------------------------------------------------
+
+
+def evaluate(model_dir: Path, assets: Path) -> dict[str, float]:
+    """Held-out accuracy of a saved model: mean over 4 samples at T=1, and greedy (HF generate)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from dapo.config import DataConfig
+    from dapo.data import encode_prompts, load_problems
+    from dapo.rewards import build_reward
+
+    torch.manual_seed(SEED)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    problems = load_problems(str(assets / "test.parquet"))
+    prompts = encode_prompts(tok, problems, 64)
+    scorer = build_reward(DataConfig())
+    out = {}
+    for name, samples, sample in (("acc_t1", 4, True), ("acc_greedy", 1, False)):
+        width = max(map(len, prompts))
+        x = torch.tensor([[tok.pad_token_id] * (width - len(p)) + p for p in prompts])
+        mask = (x != tok.pad_token_id).long()
+        with torch.no_grad():
+            y = model.generate(
+                input_ids=x, attention_mask=mask, do_sample=sample, num_return_sequences=samples,
+                max_new_tokens=MAX_NEW, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=tok.pad_token_id,
+            )  # fmt: skip
+        texts = tok.batch_decode(y[:, width:], skip_special_tokens=True)
+        truths = [p.ground_truth for p in problems for _ in range(samples)]
+        results = scorer.score_batch([""] * len(texts), texts, truths)
+        out[name] = sum(r.acc for r in results) / len(results)
+    return out
+
+
+# ---- where our step's time goes -----------------------------------------------------------------
+
+
+def profile(assets: Path, steps: int) -> None:
+    """Our trainer on this task, one thread: mean seconds per phase over ``steps`` steps with the
+    old-log-prob forward skipped (as shipped) and forced (as before), side by side in one process, then
+    torch.profiler's top operators of one more step."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    import dapo.trainer as trainer_module
+    from dapo.backends import LocalBackend
+    from dapo.trainer import Trainer
+
+    torch.set_num_threads(1)
+    config = our_config(assets)
+    shipped = trainer_module.old_policy_is_current
+    table: dict[str, dict[str, float]] = {}
+    for name, rule in (("forward forced (before)", lambda *a, **k: False), ("skipped (now)", shipped)):
+        trainer_module.old_policy_is_current = rule  # type: ignore[assignment]  # bench only
+        trainer = Trainer(config, OUT / "profile", [], backend=LocalBackend(config))
+        trainer._setup()
+        totals: dict[str, float] = {}
+        for _ in range(steps):
+            for k, v in trainer.train_step().items():
+                if k.startswith("timing_s/"):
+                    totals[k[len("timing_s/") :]] = totals.get(k[len("timing_s/") :], 0.0) + v / steps
+        table[name] = totals
+    trainer_module.old_policy_is_current = shipped
+    phases = sorted({k for t in table.values() for k in t})
+    print("| phase (mean s per step) | " + " | ".join(table) + " |\n|---|" + "---|" * len(table))
+    for k in phases:
+        print(f"| {k} | " + " | ".join(f"{t.get(k, 0.0):.3f}" for t in table.values()) + " |")
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        trainer.train_step()
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+
+
+# ---- the side-by-side run ---------------------------------------------------------------------
+
+
+def child(which: str, core: int, start: float, budget: float) -> subprocess.Popen:
+    python = str(PEER_PYTHON if which == "trl" else Path(sys.executable))
+    cmd = ["taskset", "-c", str(core), python, __file__, "--child", which, "--start", str(start),
+           "--out", str(OUT), "--budget-s", str(budget)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    log = open(OUT / f"{which}.log", "w")  # noqa: SIM115  (the child writes it until it ends)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, env=env)
+
+
+def result_of(proc: subprocess.Popen, which: str) -> dict:
+    stdout, _ = proc.communicate()
+    for line in stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    raise RuntimeError(f"the {which} run failed; see {OUT / (which + '.log')}")
+
+
+def main() -> int:
+    global OUT
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--budget-s", type=float, default=600.0)
+    p.add_argument("--pretrain-steps", type=int, default=300)
+    p.add_argument("--child", choices=["ours", "trl"])
+    p.add_argument("--start", type=float, default=0.0)
+    p.add_argument("--out", type=Path, default=OUT, help="assets, runs and logs (default var/bench/peer)")
+    p.add_argument("--profile", type=int, metavar="STEPS", help="profile our step instead (see profile())")
+    args = p.parse_args()
+    OUT = args.out
+    assets = OUT / "assets"
+    if args.profile:
+        build(assets, args.pretrain_steps)
+        profile(assets, args.profile)
+        return 0
+    if args.child:
+        run = run_ours if args.child == "ours" else run_trl
+        result = run(assets, OUT / args.child, args.start, args.budget_s)
+        print("RESULT " + json.dumps(result), flush=True)
+        return 0
+    if not PEER_PYTHON.is_file():
+        sys.exit(f"{PEER_PYTHON} is missing: install the peer venv first (see this file's docstring)")
+    OUT.mkdir(parents=True, exist_ok=True)
+    info = build(assets, args.pretrain_steps)
+    load = os.getloadavg()
+    start = time.time() + 75.0  # both load their model and stack first, then start on the same instant
+    procs = {w: child(w, core, start, args.budget_s) for w, core in (("ours", 0), ("trl", 1))}
+    runs = {w: result_of(proc, w) for w, proc in procs.items()}
+    acc = {w: evaluate(OUT / w / "final", assets) for w in runs}
+    base = evaluate(assets / "model", assets)
+    end_load = os.getloadavg()[0]
+    print(f"\nmodel {info['params'] / 1e6:.2f}M parameters; budget {args.budget_s:.0f} s each; "
+          f"load average at start {load[0]:.1f} / {load[1]:.1f}, at end {end_load:.1f}")  # fmt: skip
+    print(f"held-out before training: T=1 {base['acc_t1']:.3f}, greedy {base['acc_greedy']:.3f}")
+    print("| | TRL | ours | ratio |\n|---|---|---|---|")
+    rate = {w: (r["trained"] / r["wall"], r["generated"] / r["wall"]) for w, r in runs.items()}
+    print(f"| steps | {runs['trl']['steps']} | {runs['ours']['steps']} | |")
+    for i, name in enumerate(("samples trained per second", "samples generated per second")):
+        t, o = rate["trl"][i], rate["ours"][i]
+        print(f"| {name} | {t:.1f} | {o:.1f} | {o / t:.2f}x |")
+    print(
+        f"| held-out accuracy, T=1 (4 x 256) | {acc['trl']['acc_t1']:.3f} | {acc['ours']['acc_t1']:.3f} | |"
+    )
+    print(
+        f"| held-out accuracy, greedy | {acc['trl']['acc_greedy']:.3f} | {acc['ours']['acc_greedy']:.3f} | |"
+    )
+    print("late at the start (s):", {w: round(r["late"], 1) for w, r in runs.items()})
+    print("our mean seconds per step by phase:", json.dumps(runs["ours"]["phases"]))
+    (OUT / "result.json").write_text(
+        json.dumps({"runs": runs, "acc": acc, "base": base, "info": info}, indent=1)
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
