@@ -28,6 +28,7 @@ from dapo.microbatch import PaddingCount, plan_micro_batches, split_to_count
 from dapo.modeling import eos_token_ids, load_policy, pack, resolve_device, response_logprobs
 from dapo.rollout import create_engine
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, Weights, named_tensors
+from dapo.shared_prompt import shared_prompt_logprobs, shares_prompts
 
 
 @dataclass
@@ -222,17 +223,10 @@ class PolicyActor:
         for local in self._micro_batches(prompts, responses, agree=True):
             idx = [rows[j] for j in local]
             padding.add([len(prompts[j]) for j in local], [len(responses[j]) for j in local])
-            packed = pack(
-                [prompts[j] for j in local], [responses[j] for j in local], self.pad_id, self.device
+            logp, entropy, response_mask = self._logprobs(
+                [prompts[j] for j in local], [responses[j] for j in local]
             )
-            logp, entropy = response_logprobs(
-                self.train_module,
-                packed,
-                temperature=self.config.rollout.temperature,
-                with_entropy=True,
-                chunk_tokens=self.config.optim.logprob_chunk_tokens,
-            )
-            mask = packed.response_mask * torch.tensor(
+            mask = response_mask * torch.tensor(
                 [float(batch.loss_mask[i]) for i in idx], device=self.device
             ).unsqueeze(-1)  # (b, T)
             if batch.old_is_current:  # old = current policy: ratio exactly 1, gradient −A·∇logp
@@ -256,7 +250,6 @@ class PolicyActor:
             (loss * self.world_size).backward()
             # Metrics of the micro-batch weighted by its share of the mini-batch's tokens.
             share = float(mask.sum().item()) / total_tokens
-            assert entropy is not None
             # the current policy's entropy during the update; verl's actor/entropy (old policy) is the
             # trainer's (dapo.batching.step_metrics)
             m["actor/entropy_update"] = float(masked_mean(entropy.detach(), mask))
@@ -272,6 +265,28 @@ class PolicyActor:
         metrics["actor/grad_norm"] = float(grad_norm)
         metrics["actor/lr"] = self.optimizer.param_groups[0]["lr"]
         return metrics
+
+    def _logprobs(
+        self, prompts: list[list[int]], responses: list[list[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(logp, entropy, response_mask), each (b, T), of one micro-batch through the training module.
+        In one process, rows that share a prompt (a group's samples) run it through the decoder once
+        (``dapo.shared_prompt``: the same numbers, a G-th of the prompt compute)."""
+        r = self.config.rollout
+        chunk = self.config.optim.logprob_chunk_tokens
+        if not self.fsdp and self.world_size == 1 and shares_prompts(self.model, prompts):
+            logp, entropy, response_mask = shared_prompt_logprobs(
+                self.model, prompts, responses, self.pad_id, self.device,
+                temperature=r.temperature, with_entropy=True, chunk_tokens=chunk,
+            )  # fmt: skip
+        else:
+            packed = pack(prompts, responses, self.pad_id, self.device)
+            logp, entropy = response_logprobs(
+                self.train_module, packed, temperature=r.temperature, with_entropy=True, chunk_tokens=chunk
+            )
+            response_mask = packed.response_mask
+        assert entropy is not None
+        return logp, entropy, response_mask
 
     def _record_rows(
         self, batch: UpdateBatch, idx: list[int], logp, old, entropy, token_data: tuple[RowValues, RowValues]
