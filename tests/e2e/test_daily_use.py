@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.support import CHROMIUM_ARGS, VIEWPORT, open_page
 from tests.platform.fixtures import queued  # noqa: F401 (a fixture: runs are never sent to Celery)
-from tests.platform.support import make_fake_assets
+from tests.platform.support import make_fake_assets, sample
 from tests.worker import stack
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300), pytest.mark.django_db(transaction=True)]
@@ -50,7 +50,8 @@ def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chro
     for step, entropy in ((1, 1.2), (2, 0.4), (3, 0.05)):
         metrics = {"actor/entropy": entropy, "train/num_prompts_kept": 0 if step == 3 else 8,
                    "response_length/clip_ratio": 0.1 * step}  # fmt: skip
-        sick.record_step(StepReport(step=step, metrics=metrics))
+        samples = [sample(step, i) for i in range(2)] if step == 3 else []  # problem 0, at step 3 only
+        sick.record_step(StepReport(step=step, metrics=metrics, samples=samples))
     env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1")
     port = stack.free_port()
     base = f"http://127.0.0.1:{port}"
@@ -85,6 +86,12 @@ def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chro
         state = {"status": "running", "eta_s": 100, "total_steps": 10, "step": 5}
         assert page.evaluate("s => window.dapoHealth.eta(s, 50)", state) == {"eta": 80, "slow": True}
         assert page.evaluate("s => window.dapoHealth.eta(s, 10)", state) == {"eta": 90, "slow": False}
+
+        # a problem drawn at one step only: a large point and the reason, not a lone dot
+        page.goto(f"{base}/runs/{sick.pk}/problems/0/")
+        note = page.locator("#problem-chart .annotation-text")
+        why = "a train problem comes round once per pass over the data"
+        expect(note).to_have_text(f"this run drew this problem at 1 step so far: {why}")
 
         # before its first step a chart says so, instead of empty axes from -1 to 6
         page.goto(f"{base}/runs/{run.pk}/")

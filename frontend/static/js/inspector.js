@@ -345,10 +345,19 @@
       customdata: s.n.map((n, j) => [s.correct[j], n]),
       hovertemplate: "step %{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]})<extra>%{fullData.name}</extra>",
     }));
+    // A train problem comes round once per pass over the data, so its curve is often one or two points:
+    // draw them large and say why, rather than leave a lone dot on a fractional step axis.
+    const own = data.series.find((s) => s.this);
+    const sparse = own && own.steps.length <= 2;
+    if (sparse) traces.forEach((t, i) => { if (data.series[i].this) t.marker = { size: 11 }; });
+    const note = sparse ? [{ xref: "paper", yref: "paper", x: 0.5, y: 1, yanchor: "top", showarrow: false,
+      font: { size: 11, color: "#556274" },
+      text: `this run drew this problem at ${own.steps.length} step${own.steps.length === 1 ? "" : "s"} so far: ` +
+        (own.split === "val" ? "validation samples it at each validation" : "a train problem comes round once per pass over the data") }] : [];
     const layout = {
-      margin: { l: 50, r: 10, t: 10, b: 40 }, height: 340, legend: { orientation: "h", y: -0.2 },
+      margin: { l: 50, r: 10, t: 10, b: 40 }, height: 340, legend: { orientation: "h", y: -0.2 }, annotations: note,
       font: { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#334155" },
-      xaxis: { title: { text: "step" }, gridcolor: "#eef2f7", zeroline: false },
+      xaxis: { title: { text: "step" }, gridcolor: "#eef2f7", zeroline: false, tickformat: "d" },
       yaxis: { title: { text: "pass rate" }, range: [-0.03, 1.03], tickformat: ".0%", gridcolor: "#eef2f7", zeroline: false },
     };
     Plotly.newPlot($("problem-chart"), traces, layout, { displaylogo: false, responsive: true });
