@@ -27,6 +27,7 @@ def test_the_ladder_first_shows_the_six_runs_and_queues_nothing(alice_client, pa
     for name, _, _ in ABLATION_LADDER:
         assert f"<li>ladder · {name}</li>" in html
     assert 'value="3e-05"' in html or 'value="3e-5"' in html  # the form keeps what was typed
+    assert 'id="run-form" novalidate action="/runs/new/"' in html  # "Launch run" there still launches one run
 
 
 def test_the_confirmed_ladder_queues_the_six_runs(
