@@ -1,6 +1,6 @@
 """Group-relative outcome advantages (GRPO, as used by DAPO).
 
-Paper eq. 8 (dapo-reference.md §1 and §3): Â_i = (R_i − mean({R_j})) / std({R_j}) over the G samples
+Paper eq. 8 (docs/dapo.md §1 and §3): Â_i = (R_i − mean({R_j})) / std({R_j}) over the G samples
 of one prompt, the same value for every token of o_i. The G samples of a prompt are contiguous in the
 batch, so group statistics are a ``view(-1, G)``.
 """

@@ -1,7 +1,7 @@
 """Loading reasoning problems: the DAPO-Math-17k / verl parquet schema and simple JSON/JSONL files.
 
 A dataset is a list of `Problem`s: chat messages to prompt with, and the ground truth the rule-based
-reward compares against (dapo-reference.md §6, §7). Malformed input raises `DataError` naming the file,
+reward compares against (docs/dapo.md §6, §7). Malformed input raises `DataError` naming the file,
 the row and the column; a load either returns every problem or raises, never a partial list.
 """
 
@@ -35,7 +35,7 @@ class Problem:
     messages: list[dict]
     """Chat messages `[{"role": ..., "content": ...}]`; at least one has role "user"."""
     ground_truth: str
-    """The reference answer, compared by the rule-based reward (dapo-reference.md §6)."""
+    """The reference answer, compared by the rule-based reward (docs/dapo.md §6)."""
     data_source: str = DEFAULT_DATA_SOURCE
     """Name of the data source; in verl it selects the reward function."""
 
@@ -340,7 +340,7 @@ def encode_prompts(tokenizer: Any, problems: Sequence[Problem], max_prompt_lengt
 
 
 def write_parquet(problems: Iterable[Problem], path: str | Path) -> Path:
-    """Write problems as a parquet file in the DAPO-Math-17k / verl schema (dapo-reference.md §7)."""
+    """Write problems as a parquet file in the DAPO-Math-17k / verl schema (docs/dapo.md §7)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -3,11 +3,11 @@
 `python -m dapo.demo --out DIR [--seed 0] [--steps N]` writes, deterministically for a seed:
 
     DIR/model/            a HuggingFace model directory (LlamaForCausalLM, safetensors, tokenizer)
-    DIR/data/train.parquet, DIR/data/test.parquet   DAPO-Math-17k schema (dapo-reference.md §7)
+    DIR/data/train.parquet, DIR/data/test.parquet   DAPO-Math-17k schema (docs/dapo.md §7)
     DIR/manifest.json     seed, sizes, parameter count, base accuracy, build seconds
 
 The problems are 2-3 operand additions and subtractions ("Compute 12+7-3."); a response ends with the
-line "Answer: N", which the `math_dapo` reward scores (dapo-reference.md §6). The model is pre-trained
+line "Answer: N", which the `math_dapo` reward scores (docs/dapo.md §6). The model is pre-trained
 briefly on worked solutions, some with a deliberately wrong step, so that its accuracy sampled at
 temperature 1.0 sits well between 0 and 1: DAPO has room to raise it within minutes on two CPU cores.
 """
@@ -272,7 +272,7 @@ def pretrain(
 def measure_accuracy(
     model: Any, tokenizer: Any, problems: Sequence[Problem], *, samples: int = 4, greedy: bool = False
 ) -> float:
-    """Mean `math_dapo` accuracy (dapo-reference.md §6) over `samples` completions per problem sampled at
+    """Mean `math_dapo` accuracy (docs/dapo.md §6) over `samples` completions per problem sampled at
     temperature 1.0, or over one greedy completion."""
     import torch
 

@@ -1,7 +1,7 @@
 """DAPO policy loss: decoupled clip, optional dual clip, and loss aggregation.
 
 Implements the per-token clipped surrogate of the DAPO objective (paper eq. 8, see
-dapo-reference.md §2) and the four aggregation modes of §2. No KL term, no reference model.
+docs/dapo.md §2) and the four aggregation modes of §2. No KL term, no reference model.
 
 Shapes: B sequences (responses) per micro-batch, T padded response length, V vocabulary size.
 
@@ -70,7 +70,7 @@ def aggregate(
     num_seqs: int | float | None = None,
     max_len: int | None = None,
 ) -> torch.Tensor:
-    """Aggregate per-token values into a scalar loss (dapo-reference.md §2).
+    """Aggregate per-token values into a scalar loss (docs/dapo.md §2).
 
     values, mask: (B, T); mask is 1 on valid response tokens (the first EOS included).
     Modes:
@@ -118,7 +118,7 @@ def policy_loss(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped policy-gradient loss with decoupled clip range (clip-higher) and dual clip.
 
-    Per token (dapo-reference.md §2; the clipped surrogate of paper eq. 8, negated to a loss):
+    Per token (docs/dapo.md §2; the clipped surrogate of paper eq. 8, negated to a loss):
         d       = clamp(logp − old_logp, −20, 20)
         ratio   = exp(d)                                        r_i,t in eq. 8
         pg1     = −A · ratio

@@ -1,6 +1,6 @@
 """Connecting the controller to Ray, and asking Ray for room for the workers.
 
-Where a run goes (design.md, "Where it runs"):
+Where a run goes (docs/architecture.md, "What runs where"):
   * ``RAY_ADDRESS`` set   -> join that cluster (``ray.init(address=...)``); its nodes must be able to import
     ``dapo`` and read ``model.path`` (a shared file system or the same image). A head that does not
     answer within ``DAPO_RAY_CONNECT_TIMEOUT_S`` (30 s) fails the run with a ConnectionError naming it.

@@ -68,7 +68,7 @@ class StepReport:
     step: int
     """Rollout step just completed, 1-based; 0 for the validation before training."""
     metrics: dict[str, float]
-    """Metric name (dapo-reference §10: actor/*, critic/*, response_length/*, timing_s/*, perf/*, train/*,
+    """Metric name (docs/dapo.md §10: actor/*, critic/*, response_length/*, timing_s/*, perf/*, train/*,
     val/*) to value."""
     samples: list[SampleRecord] = field(default_factory=list)
     """Training samples of the step, kept and filtered groups alike."""

@@ -1,6 +1,6 @@
 """Dynamic sampling: keep only groups with a reward signal, across generation rounds.
 
-DAPO's constraint 0 < |{o_i : correct}| < G (paper eq. 8, §3.2; dapo-reference.md §4): a group whose
+DAPO's constraint 0 < |{o_i : correct}| < G (paper eq. 8, §3.2; docs/dapo.md §4): a group whose
 samples all score the same has zero advantage everywhere and contributes no gradient, so it is dropped
 and more prompts are generated until the train batch is full.
 
@@ -147,7 +147,7 @@ class GroupBatchFiller(Generic[T]):
         return [sample for group in groups for sample in group]
 
     def metrics(self) -> dict[str, float]:
-        """Per-step stats (dapo-reference.md §4, §10); fractions are over all generated groups."""
+        """Per-step stats (docs/dapo.md §4, §10); fractions are over all generated groups."""
         generated = max(self._num_generated, 1)
         return {
             "train/num_gen_batches": float(self._num_rounds),

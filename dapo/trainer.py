@@ -1,4 +1,4 @@
-"""The DAPO training loop (dapo-reference.md §1-§5), as the single controller.
+"""The DAPO training loop (docs/dapo.md §1-§5), as the single controller.
 
 Each rollout step reads top to bottom, each phase its own method and timer:
 

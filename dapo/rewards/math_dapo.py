@@ -1,6 +1,6 @@
 """The DAPO math verifier (``math_dapo``) and the soft overlong punishment.
 
-Pure Python, no torch. See dapo-reference.md §5 (overlong shaping) and §6 (math verifier).
+Pure Python, no torch. See docs/dapo.md §5 (overlong shaping) and §6 (math verifier).
 Reads from the dataset row: the ground truth only.
 """
 
@@ -20,7 +20,7 @@ ANSWER_PATTERN = re.compile(r"Answer\s*:\s*([^\n]+)", re.IGNORECASE)
 
 # Normalisation tables, applied in this order (the order matters: e.g. spaces go before unit words are
 # removed, so "\text{ cm}" becomes "\text{cm}", then "\text{}", then nothing). The reference code also
-# carries ".$" -> "$" and "\text{m}" -> "\text{}", which the summary in dapo-reference.md §6 leaves out;
+# carries ".$" -> "$" and "\text{m}" -> "\text{}", which the summary in docs/dapo.md §6 leaves out;
 # we keep them so that our verdicts match the reference's.
 _SUBSTITUTIONS = (
     ("an ", ""),
@@ -128,7 +128,7 @@ def math_dapo_score(response: str, ground_truth: str) -> MathResult:
 
 
 def overlong_penalty(length: int, max_len: int, buffer_len: int, factor: float) -> float:
-    """Soft overlong punishment R_len (paper eq. 13, dapo-reference.md §5).
+    """Soft overlong punishment R_len (paper eq. 13, docs/dapo.md §5).
 
     R_len = 0                                   if L <= L_max − C
           = −f · (L − (L_max − C)) / C          if L_max − C < L <= L_max

@@ -1,7 +1,7 @@
 """The rollout-engine interface: generate G samples per prompt with per-token log-probs, load new weights.
 
 Every engine (the torch/transformers engine in `hf.py`, vLLM in `vllm.py`) implements `RolloutEngine`; the
-trainer codes only against this module. The group invariant of dapo-reference.md holds at the source: the
+trainer codes only against this module. The group invariant (docs/dapo.md §3) holds at the source: the
 `n` samples of prompt i are the contiguous slice `[i * n, (i + 1) * n)` of what `generate` returns.
 """
 

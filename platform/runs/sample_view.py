@@ -28,7 +28,7 @@ def clip_params(run: Run) -> dict[str, float | None]:
 def clip_flag(
     ratio: float | None, advantage: float, clip_low: float, clip_high: float, clip_c: float | None
 ) -> str:
-    """How dapo.loss.policy_loss treated a token (dapo-reference.md §2), from its ratio and advantage:
+    """How dapo.loss.policy_loss treated a token (docs/dapo.md §2), from its ratio and advantage:
     "high" where A > 0 and the surrogate is clipped at 1 + ε_high (pg2 > pg1), "low" where A < 0 and it
     is clipped at 1 − ε_low (pg2 > pg1), "dual" where A < 0 and the dual clip −A·c binds; "" otherwise."""
     if ratio is None:

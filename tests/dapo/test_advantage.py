@@ -1,4 +1,4 @@
-"""Tests of the group-relative advantage (dapo-reference.md §3)."""
+"""Tests of the group-relative advantage (docs/dapo.md §3)."""
 
 import math
 import statistics

@@ -1,4 +1,4 @@
-"""Tests of the DAPO policy loss, its dual clip, and the loss aggregation modes (dapo-reference.md §2)."""
+"""Tests of the DAPO policy loss, its dual clip, and the loss aggregation modes (docs/dapo.md §2)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Tests of the rule-based math reward and the soft overlong punishment (dapo-reference.md §5, §6)."""
+"""Tests of the rule-based math reward and the soft overlong punishment (docs/dapo.md §5, §6)."""
 
 import pickle
 

@@ -1,4 +1,4 @@
-"""Tests of dynamic sampling: group filtering and the batch filler across rounds (dapo-reference.md §4)."""
+"""Tests of dynamic sampling: group filtering and the batch filler across rounds (docs/dapo.md §4)."""
 
 import logging
 
