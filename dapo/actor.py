@@ -139,15 +139,7 @@ class PolicyActor:
         ents: list[list[float]] = [[] for _ in prompts]
         # Under FSDP every forward gathers weights: the learners run as many as the busiest one.
         for idx in self._micro_batches(prompts, responses, agree=getattr(self, "fsdp", False)):
-            batch = pack([prompts[i] for i in idx], [responses[i] for i in idx], self.pad_id, self.device)
-            logp, ent = response_logprobs(
-                self.model,
-                batch,
-                temperature=self.config.rollout.temperature,
-                with_entropy=True,
-                chunk_tokens=self.config.optim.logprob_chunk_tokens,
-            )
-            assert ent is not None
+            logp, ent, _ = self._logprobs([prompts[i] for i in idx], [responses[i] for i in idx])
             logp_rows, ent_rows = logp.tolist(), ent.tolist()  # one copy each, then Python slices
             for j, i in enumerate(idx):
                 logps[i] = logp_rows[j][: len(responses[i])]
@@ -269,7 +261,8 @@ class PolicyActor:
     def _logprobs(
         self, prompts: list[list[int]], responses: list[list[int]]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(logp, entropy, response_mask), each (b, T), of one micro-batch through the training module.
+        """(logp, entropy, response_mask), each (b, T), of one micro-batch through the training module
+        (with or without grad, as the caller runs it).
         In one process, rows that share a prompt (a group's samples) run it through the decoder once
         (``dapo.shared_prompt``: the same numbers, a G-th of the prompt compute)."""
         r = self.config.rollout
