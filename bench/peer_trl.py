@@ -323,23 +323,31 @@ def evaluate(model_dir: Path, assets: Path) -> dict[str, float]:
 
 
 def profile(assets: Path, steps: int) -> None:
-    """Our trainer on this task, one thread: mean seconds per phase over ``steps`` steps with the
-    old-log-prob forward skipped (as shipped) and forced (as before), side by side in one process, then
-    torch.profiler's top operators of one more step."""
+    """Our trainer on this task, one thread: mean seconds per phase over ``steps`` steps as before (the
+    old-log-prob forward run, every prompt run once per sample), with the forward skipped, and as shipped
+    (prompts shared too), one after the other in one process; then torch.profiler's top operators of one
+    more step as shipped."""
     import torch
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
+    import dapo.actor as actor_module
     import dapo.trainer as trainer_module
     from dapo.backends import LocalBackend
     from dapo.trainer import Trainer
 
     torch.set_num_threads(1)
     config = our_config(assets)
-    shipped = trainer_module.old_policy_is_current
+    shipped, shares = trainer_module.old_policy_is_current, actor_module.shares_prompts
     table: dict[str, dict[str, float]] = {}
-    for name, rule in (("forward forced (before)", lambda *a, **k: False), ("skipped (now)", shipped)):
-        trainer_module.old_policy_is_current = rule  # type: ignore[assignment]  # bench only
+    variants = (
+        ("before: old forward, packed prompts", lambda *a, **k: False, lambda *a: False),
+        ("old forward skipped", shipped, lambda *a: False),
+        ("and prompts shared (now)", shipped, shares),
+    )
+    for name, rule, share in variants:  # bench only: the shipped rules swapped out
+        trainer_module.old_policy_is_current = rule  # type: ignore[assignment]
+        actor_module.shares_prompts = share  # type: ignore[assignment]
         trainer = Trainer(config, OUT / "profile", [], backend=LocalBackend(config))
         trainer._setup()
         totals: dict[str, float] = {}
@@ -348,7 +356,7 @@ def profile(assets: Path, steps: int) -> None:
                 if k.startswith("timing_s/"):
                     totals[k[len("timing_s/") :]] = totals.get(k[len("timing_s/") :], 0.0) + v / steps
         table[name] = totals
-    trainer_module.old_policy_is_current = shipped
+    trainer_module.old_policy_is_current, actor_module.shares_prompts = shipped, shares
     phases = sorted({k for t in table.values() for k in t})
     print("| phase (mean s per step) | " + " | ".join(table) + " |\n|---|" + "---|" * len(table))
     for k in phases:

@@ -1,16 +1,16 @@
 """Log-probs of responses that share prompts, with each distinct prompt run through the decoder ONCE.
 
 A group's G samples answer one prompt, so a packed batch (``dapo.modeling.pack``) repeats every prompt G
-times: with DAPO's short prompts and a small G that is most of the update's tokens (the peer benchmark's
-digit sums: 38 prompt tokens and ~20 response tokens a row). Here the distinct prompts go through the
-decoder once, left-padded as in ``pack``, keeping their key/value cache; the cache rows are then repeated
-for each response (``index_select``, so gradients flow back into the one prompt pass) and the responses
-run on top of it. The numbers are those of ``response_logprobs`` on the packed batch (same positions,
-same masks; float rounding aside), and so are the gradients: the test compares both.
+times: with short responses that is most of the update's tokens (the peer benchmark's digit sums: 36-38
+prompt tokens and at most 25 response tokens a row). Here the distinct prompts go through the decoder
+once, left-padded as in ``pack``, keeping their key/value cache; the cache rows are then repeated for each
+response (``index_select``, so gradients flow back into the one prompt pass) and the responses run on top
+of it. The numbers are those of ``response_logprobs`` on the packed batch (same positions, same masks;
+float rounding aside), and so are the gradients: the tests compare both.
 
-Used by the actor's update when it applies (``shares_prompts``): one process (no DDP or FSDP wrapper, which
-expect one forward per backward), a linear LM head the chunked path reproduces, no gradient
-checkpointing (it turns the cache off), and fewer distinct prompts than rows.
+Used by the actor when it applies (``shares_prompts``): one process (no DDP or FSDP wrapper, which expect
+one forward per backward), a linear LM head the chunked path reproduces, no gradient checkpointing (it
+turns the cache off), and fewer distinct prompts than rows.
 """
 
 from __future__ import annotations
