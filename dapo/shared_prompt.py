@@ -25,8 +25,11 @@ from dapo.modeling import _chunkable
 
 
 def shares_prompts(model, prompts: list[list[int]]) -> bool:
-    """Whether ``shared_prompt_logprobs`` applies to these rows on this (unwrapped) model."""
+    """Whether ``shared_prompt_logprobs`` applies to these rows on this (unwrapped) model: full attention
+    in every layer (a sliding window's cache is cut, not a plain repeat)."""
     if len({tuple(p) for p in prompts}) == len(prompts) or hasattr(model, "module"):
+        return False
+    if any(t != "full_attention" for t in getattr(model.config, "layer_types", None) or []):
         return False
     if (
         getattr(model, "is_gradient_checkpointing", False)

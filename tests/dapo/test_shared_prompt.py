@@ -30,6 +30,12 @@ def test_shared_prompts_give_the_packed_log_probs_entropies_and_gradients(tiny_c
     model = actor.model.train()
     prompts, responses = groups(model.config.vocab_size)
     assert shares_prompts(model, prompts) and not shares_prompts(model, prompts[::4])  # distinct: no gain
+    original = getattr(model.config, "layer_types", None)
+    model.config.layer_types = ["full_attention"] * (model.config.num_hidden_layers - 1) + [
+        "sliding_attention"
+    ]
+    assert not shares_prompts(model, prompts)
+    model.config.layer_types = original
     weights = torch.randn(len(prompts), max(map(len, responses)))  # a loss that weighs every position
 
     packed = pack(prompts, responses, actor.pad_id, actor.device)
