@@ -13,10 +13,11 @@ from dataclasses import replace
 import pytest
 import torch
 
+from dapo import reward
 from dapo.actor import PolicyActor, UpdateBatch
 from dapo.batching import old_policy_is_current
 from dapo.runner import run
-from tests.dapo.test_trainer import Recorder, parity_reward  # noqa: F401  (a fixture)
+from tests.dapo.test_trainer import LengthParityReward, Recorder
 
 
 def actor_with(config, **optim) -> PolicyActor:
@@ -73,7 +74,7 @@ def test_the_shortcut_gives_the_recomputed_loss_gradients_and_weights(tiny_confi
         torch.testing.assert_close(q, p, rtol=0, atol=5e-5, msg=name)
     start = PolicyActor(tiny_config)
     pairs = zip(start.model.parameters(), shortcut.model.parameters(), strict=True)
-    assert max(float((p - q).detach().abs().max()) for p, q in pairs) > 1e-3  # the update did move the weights
+    assert max(float((p - q).detach().abs().max()) for p, q in pairs) > 1e-3  # the weights moved
 
 
 def _rows(batch: UpdateBatch) -> tuple[list[list[int]], list[list[int]]]:
@@ -92,10 +93,11 @@ def test_the_shortcut_applies_to_one_step_from_the_sampling_policy_only(tiny_con
 
 
 def test_a_run_with_one_step_per_update_skips_the_forward_and_still_logs_entropy(
-    tiny_config, parity_reward, tmp_path
+    tiny_config, monkeypatch, tmp_path
 ):
+    monkeypatch.setitem(reward.REWARD_FUNCTIONS, "length_parity", LengthParityReward)
     config = tiny_config.with_overrides(
-        {"data.reward_fn": parity_reward, "optim.total_steps": 1, "optim.mini_batch_size": 4}
+        {"data.reward_fn": "length_parity", "optim.total_steps": 1, "optim.mini_batch_size": 4}
     )
     rec = Recorder()
     assert run(config, out_dir=tmp_path, sinks=[rec]).status == "succeeded"
