@@ -81,8 +81,10 @@ def worker_env(var: Path, **extra: str) -> dict[str, str]:
         "DAPO_RUNNER": "tests.reliability.faulty_runner:run",
         "DAPO_LEASE_SECONDS": str(LEASE_SECONDS),
         "DAPO_REAPER_INTERVAL_S": str(REAPER_INTERVAL_S),
-        "DAPO_MODEL_ROOTS": str(var),
-        "DAPO_DATASET_ROOTS": str(var),
+        # The tiny assets are built in a sibling of ``var`` (both under pytest's base temp folder; a short
+        # var for Ray's socket paths lies under /tmp, which holds that folder too).
+        "DAPO_MODEL_ROOTS": str(var.parent),
+        "DAPO_DATASET_ROOTS": str(var.parent),
         "FAKE_STEP_SECONDS": "0.1",
     }
     env = stack.environment(var, **defaults)

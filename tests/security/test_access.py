@@ -24,6 +24,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from rest_framework.authtoken.models import Token
 from runs.models import Run, Sample
 from runs.routing import websocket_urlpatterns
+from runs.run_log import log_path
 
 from tests.platform.support import report
 from tests.platform.test_consumers import ws
@@ -77,6 +78,9 @@ def cast(alice_run: Run) -> dict[str, Any]:
     alice_run.name, alice_run.group = PRIVATE_NAME, PRIVATE_GROUP
     alice_run.save(update_fields=["name", "group"])
     alice_run.record_step(report(1))
+    log = log_path(alice_run.pk)  # the run's log exists once a worker started it; it names the run
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"[worker] run {alice_run.pk} {PRIVATE_NAME}: step 1\n")
     sample = Sample.objects.filter(run=alice_run).order_by("pk").first()
     assert sample is not None
     dataset = Dataset.objects.create(name="shared-arithmetic", path="assets/demo/data/train.parquet")
