@@ -49,7 +49,9 @@ def live_stack(demo, alice, settings, tmp_path, redis_url) -> str:  # noqa: F811
     register_model("demo-model", str(demo["model"]))
     register_dataset("demo-arithmetic", str(demo["train"]), str(demo["test"]))
     env = stack.environment(
-        tmp_path / "var", DAPO_MODEL_ROOTS=str(demo["root"]), DAPO_DATASET_ROOTS=str(demo["root"]),
+        tmp_path / "var",
+        DAPO_MODEL_ROOTS=str(demo["root"]),
+        DAPO_DATASET_ROOTS=str(demo["root"]),
         DJANGO_ALLOWED_HOSTS="127.0.0.1",
     )
     port = stack.free_port()

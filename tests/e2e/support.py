@@ -20,6 +20,20 @@ SMALL_RUN = {
 }  # fmt: skip
 
 
+def submit_login(page: Any, base: str) -> None:
+    """On the login page: log alice in and wait for the runs list (where a login without ?next= lands)."""
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "alice-pass-123")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/runs/")
+
+
+def log_in(page: Any, base: str) -> None:
+    """Open the login page and log alice in."""
+    page.goto(f"{base}/accounts/login/")
+    submit_login(page, base)
+
+
 def open_page(browser: Any, *, timeout_ms: int = 20_000, **context: Any) -> tuple[Any, list[str]]:
     """A page in a new browser context (``context``: viewport, accept_downloads...) and the list its
     uncaught script errors go to: a script error would silently stop a page from updating, so every test
@@ -27,5 +41,5 @@ def open_page(browser: Any, *, timeout_ms: int = 20_000, **context: Any) -> tupl
     page = browser.new_context(**context).new_page()
     page.set_default_timeout(timeout_ms)
     errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))  # which page, and what
     return page, errors

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import CHROMIUM_ARGS, VIEWPORT, open_page
+from tests.e2e.support import CHROMIUM_ARGS, VIEWPORT, log_in, open_page
 from tests.platform.fixtures import queued  # noqa: F401 (a fixture: runs are never sent to Celery)
 from tests.platform.support import make_fake_assets, sample
 from tests.worker import stack
@@ -27,11 +27,7 @@ def _off_loop(fn: Any) -> Any:
 
 
 def _login(page: Any, base: str) -> None:
-    page.goto(f"{base}/accounts/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-pass-123")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/runs/")
+    log_in(page, base)
 
 
 def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chromium_path, settings):  # noqa: F811

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, open_page
+from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, open_page, submit_login
 from tests.platform.fixtures import queued  # noqa: F401 (a fixture: runs are never sent to Celery)
 from tests.platform.support import make_fake_assets, sample
 from tests.worker import stack
@@ -102,10 +102,7 @@ def test_no_page_is_wider_than_a_phone(alice, queued, tmp_path, chromium_path, s
         page, errors = open_page(browser, viewport=PHONE, is_mobile=True, has_touch=True)
         page.goto(f"{base}/accounts/login/")
         _check(page, "/accounts/login/", wide)
-        page.fill("#id_username", "alice")
-        page.fill("#id_password", "alice-pass-123")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{base}/runs/")
+        submit_login(page, base)
         for path in pages(data):
             page.goto(base + path)
             _settle(page)
@@ -185,10 +182,7 @@ def test_text_contrast_keyboard_reach_and_dark_mode(alice, queued, tmp_path, chr
         page, errors = open_page(browser, viewport={"width": 1280, "height": 900}, color_scheme=scheme)
         page.goto(f"{base}/accounts/login/")
         low.update({"/accounts/login/": bad} if (bad := page.evaluate(CONTRAST_JS)) else {})
-        page.fill("#id_username", "alice")
-        page.fill("#id_password", "alice-pass-123")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{base}/runs/")
+        submit_login(page, base)
         for path in pages(data):
             page.goto(base + path)
             _settle(page)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import CHROMIUM_ARGS, SMALL_RUN, VIEWPORT, open_page
+from tests.e2e.support import CHROMIUM_ARGS, SMALL_RUN, VIEWPORT, log_in, open_page
 
 pytestmark = [
     pytest.mark.browser,
@@ -75,10 +75,7 @@ def test_the_plan_follows_the_form_and_an_export_joins_the_catalog(
     with sync_playwright() as p:  # no ORM call inside: Playwright's greenlets give the ORM other contexts
         browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         page, errors = open_page(browser, viewport=VIEWPORT)
-        page.goto(f"{base}/accounts/login/")
-        page.fill("#id_username", "alice")
-        page.fill("#id_password", "alice-pass-123")
-        page.click("button[type=submit]")
+        log_in(page, base)
 
         # The plan of the form's config appears, and follows an edit.
         page.goto(f"{base}/runs/new/")

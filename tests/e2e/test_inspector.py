@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, SMALL_RUN, VIEWPORT, open_page
+from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, SMALL_RUN, VIEWPORT, log_in, open_page
 
 pytestmark = [
     pytest.mark.browser,
@@ -24,10 +24,7 @@ ROW_LINKS = "#results tr.sample-row td:first-child a"
 
 def _launch(page, base: str) -> int:
     """Log in, configure the small demo run in the form, launch it; returns its id."""
-    page.goto(f"{base}/accounts/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-pass-123")
-    page.click("button[type=submit]")
+    log_in(page, base)
     page.goto(f"{base}/runs/new/")
     page.fill("#f-name", "inspector e2e")
     page.select_option("#f-preset", "tiny_cpu")

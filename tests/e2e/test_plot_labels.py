@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import CHROMIUM_ARGS, VIEWPORT, open_page
+from tests.e2e.support import CHROMIUM_ARGS, VIEWPORT, log_in, open_page
 from tests.platform.fixtures import queued  # noqa: F401 (a fixture: runs are never sent to Celery)
 from tests.platform.support import make_fake_assets, sample
 from tests.worker import stack
@@ -46,11 +46,7 @@ def test_run_names_are_drawn_as_text_in_chart_labels(alice, queued, tmp_path, ch
     with stack.daphne(env, tmp_path / "daphne.log", port), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         page, errors = open_page(browser, viewport=VIEWPORT)
-        page.goto(f"{base}/accounts/login/")
-        page.fill("#id_username", "alice")
-        page.fill("#id_password", "alice-pass-123")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{base}/runs/")
+        log_in(page, base)
 
         page.goto(f"{base}/runs/{mine.pk}/problems/0/")
         page.wait_for_selector("#problem-chart .legendtext")
