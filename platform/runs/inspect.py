@@ -19,7 +19,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from dapo.rewards import parse_weights
+from dapo.rewards import parse_names, parse_weights
 from runs import exports
 from runs.models import Run, Sample
 from runs.records import distinct_ascending
@@ -301,7 +301,10 @@ def reward_parts(run: Run, sample: Sample) -> list[dict[str, Any]]:
     scores = sample.reward_scores or {}
     if len(scores) < 2:
         return []
-    names = list(scores)
+    # The config's order, never the stored dict's: PostgreSQL's jsonb keeps keys sorted its own way, and
+    # the i-th weight belongs to the i-th reward named in data.reward_fn.
+    named = parse_names(str(_config_value(run, "data", "reward_fn")))
+    names = [n for n in named if n in scores] + [n for n in scores if n not in named]
     try:
         weights = parse_weights(str(_config_value(run, "data", "reward_weights")), len(names))
     except ValueError:
