@@ -32,7 +32,7 @@ def _login(page: Any, base: str) -> None:
 
 def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chromium_path, settings):  # noqa: F811
     from playwright.sync_api import expect, sync_playwright
-    from runs.events import publish, status_event
+    from runs.events import publish, status_event, step_event
     from runs.models import Run
     from runs.run_log import log_path
 
@@ -112,5 +112,10 @@ def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chro
         _off_loop(lambda: (run.finish("cancelled", worker_id="w"), publish(run.pk, status_event(run))))
         expect(page.locator("#run-status")).to_have_text("cancelled")
         expect(page.locator(".messages .status-note")).to_have_count(0)
+        # the health panel's (empty) warning list is not one of those notes: a step that comes after the
+        # status change still draws the panel (it used to find the list gone: a script error)
+        _off_loop(lambda: publish(run.pk, step_event(run, 1, {"actor/entropy": 0.5}, [])))
+        expect(page.locator(".tile", has_text="Entropy").locator(".tile-value")).to_have_text("0.500")
+        expect(page.locator("#health-warnings")).to_have_count(1)
         assert errors == []
         browser.close()

@@ -227,8 +227,9 @@
     run = state; runReceivedAt = Date.now();
     const now = `${state.status}/${state.cancel_requested}`;
     if (now !== shownStatus) { // "Cancelling: ..." is stale once the run is cancelled: drop such notes
+      // Only the page's notes: the health panel's warning list is a ".messages" list too, and must stay.
       document.querySelectorAll(".messages .status-note").forEach((el) => el.remove());
-      document.querySelectorAll(".messages").forEach((ul) => { if (!ul.children.length) ul.remove(); });
+      document.querySelectorAll(".messages:not(#health-warnings)").forEach((ul) => { if (!ul.children.length) ul.remove(); });
       shownStatus = now;
     }
     const badge = $("run-status");
