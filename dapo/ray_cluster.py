@@ -69,6 +69,11 @@ def free_port(host: str = "") -> int:
         return int(s.getsockname()[1])
 
 
+LOCAL_AUTH_TOKEN = secrets.token_hex(32)
+"""The token of every local Ray this process starts. One per process, not one per start: Ray reads the
+token into the process once, so a second local Ray given a fresh token refuses the driver (InvalidAuthToken)."""
+
+
 def ensure_auth_token() -> None:
     """Give a local Ray a token in this process's environment, so Ray does not write ~/.ray/auth_token.
 
@@ -76,7 +81,7 @@ def ensure_auth_token() -> None:
     """
     if any(os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
         return
-    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    os.environ["RAY_AUTH_TOKEN"] = LOCAL_AUTH_TOKEN
 
 
 @dataclass
