@@ -71,7 +71,8 @@ def free_port(host: str = "") -> int:
 
 LOCAL_AUTH_TOKEN = secrets.token_hex(32)
 """The token of every local Ray this process starts. One per process, not one per start: Ray reads the
-token into the process once, so a second local Ray given a fresh token refuses the driver (InvalidAuthToken)."""
+token into the process once, so a second local Ray given a fresh token refuses the driver
+(InvalidAuthToken)."""
 
 
 def ensure_auth_token() -> None:
