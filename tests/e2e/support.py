@@ -3,6 +3,9 @@ errors, and the small demo run."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from tests.worker import stack
@@ -43,3 +46,20 @@ def open_page(browser: Any, *, timeout_ms: int = 20_000, **context: Any) -> tupl
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))  # which page, and what
     return page, errors
+
+
+@contextmanager
+def daphne_page(tmp_path: Path, chromium_path: str) -> Iterator[tuple[Any, list[str], str]]:
+    """Daphne alone on the test database (rows are written by the test, no worker), and a page of chromium
+    logged in as alice: yields (page, script errors, base URL)."""
+    from playwright.sync_api import sync_playwright
+
+    env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1")
+    port = stack.free_port()
+    base = f"http://127.0.0.1:{port}"
+    with stack.daphne(env, tmp_path / "daphne.log", port), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        page, errors = open_page(browser, viewport=VIEWPORT)
+        log_in(page, base)
+        yield page, errors, base
+        browser.close()

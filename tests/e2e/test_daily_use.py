@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import CHROMIUM_ARGS, VIEWPORT, log_in, open_page
+from tests.e2e.support import daphne_page
 from tests.platform.fixtures import queued  # noqa: F401 (a fixture: runs are never sent to Celery)
 from tests.platform.support import make_fake_assets, sample
-from tests.worker import stack
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300), pytest.mark.django_db(transaction=True)]
 
@@ -26,12 +25,8 @@ def _off_loop(fn: Any) -> Any:
         return pool.submit(fn).result()
 
 
-def _login(page: Any, base: str) -> None:
-    log_in(page, base)
-
-
 def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chromium_path, settings):  # noqa: F811
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
     from runs.events import publish, status_event, step_event
     from runs.models import Run
     from runs.run_log import log_path
@@ -48,14 +43,7 @@ def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chro
                    "response_length/clip_ratio": 0.1 * step}  # fmt: skip
         samples = [sample(step, i) for i in range(2)] if step == 3 else []  # problem 0, at step 3 only
         sick.record_step(StepReport(step=step, metrics=metrics, samples=samples))
-    env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1")
-    port = stack.free_port()
-    base = f"http://127.0.0.1:{port}"
-    with stack.daphne(env, tmp_path / "daphne.log", port), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        page, errors = open_page(browser, viewport=VIEWPORT)
-        _login(page, base)
-
+    with daphne_page(tmp_path, chromium_path) as (page, errors, base):
         # Clone & edit: the title names the run; a preset change lists what it replaced, and Undo restores
         page.goto(f"{base}/runs/new/?from={run.pk}")
         assert page.title().startswith(f"Clone run #{run.pk}")
@@ -118,4 +106,3 @@ def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chro
         expect(page.locator(".tile", has_text="Entropy").locator(".tile-value")).to_have_text("0.500")
         expect(page.locator("#health-warnings")).to_have_count(1)
         assert errors == []
-        browser.close()

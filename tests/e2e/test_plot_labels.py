@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import CHROMIUM_ARGS, VIEWPORT, log_in, open_page
+from tests.e2e.support import daphne_page
 from tests.platform.fixtures import queued  # noqa: F401 (a fixture: runs are never sent to Celery)
 from tests.platform.support import make_fake_assets, sample
-from tests.worker import stack
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300), pytest.mark.django_db(transaction=True)]
 
@@ -37,17 +36,8 @@ def _runs(alice: Any, tmp_path: Any) -> tuple[Any, Any]:
 
 
 def test_run_names_are_drawn_as_text_in_chart_labels(alice, queued, tmp_path, chromium_path):  # noqa: F811
-    from playwright.sync_api import sync_playwright
-
     mine, other = _runs(alice, tmp_path)
-    env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1")
-    port = stack.free_port()
-    base = f"http://127.0.0.1:{port}"
-    with stack.daphne(env, tmp_path / "daphne.log", port), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        page, errors = open_page(browser, viewport=VIEWPORT)
-        log_in(page, base)
-
+    with daphne_page(tmp_path, chromium_path) as (page, errors, base):
         page.goto(f"{base}/runs/{mine.pk}/problems/0/")
         page.wait_for_selector("#problem-chart .legendtext")
         legend = page.locator("#problem-chart .legendtext").all_text_contents()
@@ -60,4 +50,3 @@ def test_run_names_are_drawn_as_text_in_chart_labels(alice, queued, tmp_path, ch
         page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length > 0")
         assert page.locator(".js-plotly-plot svg a").count() == 0
         assert errors == []
-        browser.close()

@@ -11,20 +11,10 @@ from runs.models import Run
 
 from dapo.memory_plan import estimate
 from dapo.presets import get_preset
+from tests.dapo.test_memory_plan import QWEN7B
 
 pytestmark = pytest.mark.django_db
 
-QWEN7B = {
-    "architectures": ["Qwen2ForCausalLM"],
-    "model_type": "qwen2",
-    "hidden_size": 3584,
-    "intermediate_size": 18944,
-    "num_hidden_layers": 28,
-    "num_attention_heads": 28,
-    "num_key_value_heads": 4,
-    "vocab_size": 152064,
-    "tie_word_embeddings": False,
-}
 GPU = {
     "model.dtype": "bfloat16",
     "model.device": "cuda",
