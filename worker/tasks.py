@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from catalog.paths import PathError, check_data_path, check_model_path
+from catalog.versions import data_record
 from celery import Task
 from celery.signals import worker_ready, worker_shutdown
 from config.celery import app
@@ -71,6 +72,15 @@ def resolved_config(run: Run) -> RunConfig:
     if extra:
         paths["data.val_paths"] = extra
     return config.with_overrides(paths)
+
+
+def record_data_files(run: Run) -> None:
+    """Record what this attempt reads: each data file's SHA-256 and the catalog dataset version it is
+    (catalog.versions), hashing files whose size or modification time no catalog version knows."""
+    run.data_files = data_record(run.config, read_files=True)
+    with_db_retry(
+        lambda: Run.objects.filter(pk=run.pk).update(data_files=run.data_files), "recording its data files"
+    )
 
 
 def load_runner() -> Callable[..., Any]:
@@ -185,6 +195,7 @@ def launch_run(self: Task, run_id: int) -> str:
     with capture(log_path(run.pk), header, fresh=run.attempts <= 1), Heartbeat(run, worker_id, sink):
         try:
             config = resolved_config(run)
+            record_data_files(run)
             if run.kind == Kind.EVALUATION:  # no training: score the validation sets once (dapo.evaluate)
                 result = start_evaluation(run, config, sink)
             else:

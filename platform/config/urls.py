@@ -12,7 +12,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("runs/", include("runs.urls")),
     path("datasets/", include("catalog.urls")),
+    path("models/", include("catalog.model_urls")),
     path("api/", include("runs.api_urls")),
+    path("api/", include("catalog.api_urls")),
 ]
 
 if settings.HAS_SPECTACULAR:

@@ -13,7 +13,8 @@ GET  /api/runs/<id>/log/             ?offset=|tail=: the run's log in chunks of 
 POST /api/evaluations/               {"name", "base_model" | "checkpoint", "datasets", "n"?}: an evaluation
                                      run, no training (runs.evaluations)
 
-The same reference as a page: /api/docs/ (runs.api_docs); as OpenAPI: /api/schema/.
+The catalog (models, dataset versions): catalog.api. The same reference as a page: /api/docs/
+(runs.api_docs); as OpenAPI: /api/schema/. A Python client: dapo.client.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ class RunSerializer(serializers.ModelSerializer):
 
     def to_representation(self, run: Run) -> dict[str, Any]:
         return {**list_row(run), "latest_metrics": run.latest_metrics, "config": run.config,
-                "parent": run.parent_id, "fork_step": run.fork_step}  # fmt: skip
+                "parent": run.parent_id, "fork_step": run.fork_step,
+                "data_files": run.data_files}  # fmt: skip
 
 
 class RunCreateSerializer(serializers.Serializer):
@@ -74,7 +76,9 @@ class RunCreateSerializer(serializers.Serializer):
     config = serializers.DictField(required=False, help_text="A full RunConfig.to_dict(); wins over preset.")
     overrides = serializers.DictField(required=False, help_text='Dotted fields: {"optim.lr": 1e-5}.')
     base_model = serializers.CharField(required=False, help_text="Catalog base model, by name or id.")
-    dataset = serializers.CharField(required=False, help_text="Catalog dataset, by name or id.")
+    dataset = serializers.CharField(
+        required=False, help_text="Catalog dataset: a version's id, or a name (its newest version)."
+    )
 
 
 class MetricsSerializer(serializers.Serializer):

@@ -55,7 +55,27 @@ def run_new(request: HttpRequest) -> HttpResponse:
         return _create_from_post(request, parent)
     source = _run_for(request, int(request.GET["from"])) if _digits(request.GET.get("from")) else parent
     values, preset, name = _initial(request, source)
-    return _render_new(request, values, {}, preset=preset, name=name, parent=parent)
+    picks = _catalog_picks(request) if source is None else {}
+    for entry in picks.values():
+        values.update(entry.config_overrides())  # the model's folder, the dataset version's files
+    if picks and not name:
+        name = " on ".join(str(entry) for entry in picks.values())
+    return _render_new(request, values, {}, preset=preset, name=name, parent=parent, picks=picks)
+
+
+def _catalog_picks(request: HttpRequest) -> dict[str, Any]:
+    """?model=<id>&dataset=<id> (the model and dataset pages' "Start a run"): the catalog entries to
+    preselect; an id that names nothing is ignored."""
+    picks: dict[str, Any] = {}
+    if _digits(request.GET.get("model")) and (
+        model := BaseModel.objects.filter(pk=_int(request.GET["model"])).first()
+    ):
+        picks["base_model"] = model
+    if _digits(request.GET.get("dataset")) and (
+        dataset := Dataset.objects.filter(pk=_int(request.GET["dataset"])).first()
+    ):
+        picks["dataset"] = dataset
+    return picks
 
 
 def _initial(request: HttpRequest, source: Run | None) -> tuple[dict[str, Any], str, str]:
@@ -89,6 +109,13 @@ def _create_from_post(request: HttpRequest, parent: Run | None) -> HttpResponse:
     return redirect("runs:detail", run_id=run.pk)
 
 
+def _picked(picks: dict[str, Any] | None, key: str, posted: str | None) -> int | None:
+    """The id of the catalog entry the form's menu shows selected: from the link, or as posted."""
+    if picks and key in picks:
+        return picks[key].pk
+    return _int(posted)
+
+
 def _checkpoint(parent: Run, raw: str | None) -> Checkpoint | None:
     return parent.checkpoints.filter(pk=_int(raw)).first()
 
@@ -103,6 +130,7 @@ def _render_new(
     parent: Run | None,
     status: int = 200,
     ladder_runs: list[str] | None = None,
+    picks: dict[str, Any] | None = None,
 ) -> HttpResponse:
     checkpoints, pruned = fork_choices(parent) if parent else ([], [])
     raw_source = request.GET.get("from")
@@ -121,6 +149,8 @@ def _render_new(
         "ladder_runs": ladder_runs or [],
         "base_models": BaseModel.objects.all(),
         "datasets": Dataset.objects.all(),
+        "picked_model": _picked(picks, "base_model", request.POST.get("base_model")),
+        "picked_dataset": _picked(picks, "dataset", request.POST.get("dataset")),
     }
     return render(request, "runs/new.html", context, status=status)
 
@@ -135,7 +165,19 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     }
     context = {"run": run, "data": data, "config_json": run.config, "checkpoints": run.checkpoints.all()}
     context |= {"export_steps": steps_on_disk(run), "exports": run.model_exports.all()[:20]}
+    context["data_files"] = _data_files(run)
     return render(request, "runs/detail.html", context)
+
+
+def _data_files(run: Run) -> list[dict[str, Any]]:
+    """The run's record of what it read, each entry marked with whether its dataset version still exists."""
+    entries = [e for e in run.data_files or [] if isinstance(e, dict)]
+    ids = {e["dataset"]["id"] for e in entries if isinstance(e.get("dataset"), dict)}
+    existing = set(Dataset.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    return [
+        {**e, "dataset_exists": isinstance(e.get("dataset"), dict) and e["dataset"].get("id") in existing}
+        for e in entries
+    ]
 
 
 @require_POST
