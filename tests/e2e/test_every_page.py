@@ -43,7 +43,7 @@ OVERFLOW_JS = """() => {
 
 def seed(alice: Any, tmp_path: Any) -> dict[str, Any]:
     """Two runs (curves, samples, a checkpoint on disk), a catalog dataset: every page has content."""
-    from catalog.registry import register_dataset
+    from catalog.registry import register_dataset, register_model
     from runs.models import Run
 
     from dapo.presets import get_preset
@@ -67,8 +67,9 @@ def seed(alice: Any, tmp_path: Any) -> dict[str, Any]:
     runs[1].finish("failed", "RuntimeError: " + "a long error message " * 20, worker_id="w")
     demo = stack.REPO / "assets" / "demo" / "data"
     dataset = register_dataset("demo-arithmetic", str(demo / "train.parquet"), str(demo / "test.parquet"))
+    model = register_model("demo-model", str(stack.REPO / "assets" / "demo" / "model"))
     first = runs[0].samples.order_by("pk").first()
-    return {"runs": runs, "dataset": dataset, "sample": first}
+    return {"runs": runs, "dataset": dataset, "sample": first, "model": model}
 
 
 def pages(data: dict[str, Any]) -> list[str]:
@@ -77,7 +78,8 @@ def pages(data: dict[str, Any]) -> list[str]:
         "/runs/", "/runs/new/", f"/runs/new/?from={a}", f"/runs/new/?fork={a}", "/runs/evaluate/",
         f"/runs/{a}/", f"/runs/{b}/", f"/runs/{a}/samples/", f"/runs/{a}/samples/{data['sample'].pk}/",
         f"/runs/{a}/problems/{data['sample'].problem_index}/", f"/runs/compare/?ids={a},{b}",
-        "/datasets/", f"/datasets/{data['dataset'].pk}/", "/accounts/token/", "/api/docs/", "/no/such/page/",
+        "/datasets/", f"/datasets/{data['dataset'].pk}/", "/models/", f"/models/{data['model'].pk}/",
+        "/accounts/token/", "/api/docs/", "/no/such/page/",
     ]  # fmt: skip
 
 
