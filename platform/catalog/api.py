@@ -28,7 +28,7 @@ from catalog.forms import ModelRegisterForm
 from catalog.model_info import inspect_model
 from catalog.model_views import runs_using_model
 from catalog.models import BaseModel, Dataset
-from catalog.paths import portable, resolve
+from catalog.paths import resolve
 from catalog.removal import DeleteRefused, delete_dataset
 
 
@@ -114,16 +114,7 @@ class ModelList(generics.ListAPIView):
         if not form.is_valid():
             errors = {k: " ".join(v) for k, v in form.errors.items()}
             return Response({"detail": "invalid model", "errors": errors}, status=status.HTTP_400_BAD_REQUEST)
-        data = form.cleaned_data
-        model = BaseModel.objects.create(
-            name=data["name"],
-            path=portable(data["path"]),
-            architecture=(", ".join(form.details["architectures"]) or form.details["model_type"])[:200],
-            parameter_count=form.details["parameters"],
-            description=data["description"],
-            details=form.details,
-            created_by=request.user,
-        )
+        model = form.save(request.user)
         return Response(model_json(model), status=status.HTTP_201_CREATED)
 
 

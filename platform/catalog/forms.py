@@ -164,6 +164,19 @@ class ModelRegisterForm(forms.Form):
             raise forms.ValidationError(f"cannot be used as a base model: {e}") from None
         return resolved
 
+    def save(self, user: Any) -> BaseModel:
+        """The catalog entry of the checked folder (call after is_valid)."""
+        data, details = self.cleaned_data, self.details
+        return BaseModel.objects.create(
+            name=data["name"],
+            path=portable(data["path"]),
+            architecture=(", ".join(details["architectures"]) or details["model_type"])[:200],
+            parameter_count=details["parameters"],
+            description=data["description"],
+            details=details,
+            created_by=user,
+        )
+
 
 def _encodable(text: str) -> bool:
     try:

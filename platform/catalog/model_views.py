@@ -18,7 +18,7 @@ from catalog.chat import TemplateError, load_chat_template
 from catalog.forms import ModelRegisterForm
 from catalog.model_info import inspect_model
 from catalog.models import BaseModel
-from catalog.paths import portable, resolve
+from catalog.paths import resolve
 
 EXAMPLE_MESSAGES = [{"role": "user", "content": "What is 17 + 25? End with 'Answer: N'."}]
 """The message the model page renders through the chat template, to show what the policy is given."""
@@ -38,16 +38,7 @@ def runs_using_model(model: BaseModel, user: Any) -> Any:
 def model_list(request: HttpRequest) -> HttpResponse:
     form = ModelRegisterForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        model = BaseModel.objects.create(
-            name=data["name"],
-            path=portable(data["path"]),
-            architecture=(", ".join(form.details["architectures"]) or form.details["model_type"])[:200],
-            parameter_count=form.details["parameters"],
-            description=data["description"],
-            details=form.details,
-            created_by=request.user,
-        )
+        model = form.save(request.user)
         messages.success(
             request, f"Registered {model.name}: {model.architecture}, {model.size_label} parameters."
         )
