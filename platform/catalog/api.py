@@ -18,11 +18,10 @@ from typing import Any
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
-from runs.api import MAX_INT, extend_schema, query_params
+from runs.api import extend_schema, query_params
 
 from catalog.forms import ModelRegisterForm
 from catalog.model_info import inspect_model
@@ -89,12 +88,6 @@ class DatasetSerializer(serializers.ModelSerializer):
         return dataset_json(dataset)
 
 
-def _pk(raw: int, what: str) -> int:
-    if not 0 < raw <= MAX_INT:
-        raise NotFound(f"No such {what}.")
-    return raw
-
-
 class ModelList(generics.ListAPIView):
     serializer_class = ModelSerializer
     queryset = BaseModel.objects.all()
@@ -122,7 +115,7 @@ class ModelDetail(APIView):
     serializer_class = ModelSerializer
 
     def get(self, request: Request, model_id: int) -> Response:
-        model = get_object_or_404(BaseModel, pk=_pk(model_id, "model"))
+        model = get_object_or_404(BaseModel, pk=model_id)
         folder = resolve(model.path)
         out = model_json(model)
         out["present"] = folder.is_dir()
@@ -148,16 +141,14 @@ class DatasetDetail(APIView):
     serializer_class = DatasetSerializer
 
     def get(self, request: Request, dataset_id: int) -> Response:
-        dataset = get_object_or_404(Dataset, pk=_pk(dataset_id, "dataset"))
+        dataset = get_object_or_404(Dataset, pk=dataset_id)
         versions = [{"id": v.pk, "version": v.version, "content_hash": v.content_hash,
                      "row_count": v.row_count, "created_at": v.created_at.isoformat()}
                     for v in dataset.versions()]  # fmt: skip
         return Response({**dataset_json(dataset), "versions": versions})
 
     def delete(self, request: Request, dataset_id: int) -> Response:
-        dataset = get_object_or_404(
-            Dataset.objects.select_related("created_by"), pk=_pk(dataset_id, "dataset")
-        )
+        dataset = get_object_or_404(Dataset.objects.select_related("created_by"), pk=dataset_id)
         try:
             delete_dataset(dataset, request.user)
         except DeleteRefused as e:

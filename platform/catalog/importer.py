@@ -71,7 +71,8 @@ def import_dataset(
         records = _file_records(files)
         with transaction.atomic():
             dataset = _dataset_row(name, description, created_by, replace, content_hash(records))
-            counts, schema = {}, {}
+            counts: dict[str, int] = {}
+            schema: dict[str, Any] = {}
             for f in files:
                 counts[f.split], columns = _import_split(dataset, f)
                 schema = schema or columns

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.db.models import Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 from runs.models import Run
@@ -52,8 +52,6 @@ def model_list(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def model_detail(request: HttpRequest, model_id: int) -> HttpResponse:
-    if not 0 < model_id < 2**63:
-        raise Http404("No such model.")
     model = get_object_or_404(BaseModel.objects.select_related("created_by"), pk=model_id)
     folder = resolve(model.path)
     present = folder.is_dir()

@@ -107,7 +107,7 @@ def _matching_version(path: Path, size: int, mtime_ns: int) -> tuple[Dataset, st
         for split in ("train", "val"):
             info = (dataset.files or {}).get(split)
             if (
-                dataset.split_path(split) == where
+                _split_path(dataset, split) == where
                 and info
                 and (info["bytes"], info["mtime_ns"])
                 == (
@@ -127,7 +127,12 @@ def _version_with_hash(sha256: str, where: str) -> tuple[Dataset, str] | None:
         for split in ("train", "val"):
             info = (dataset.files or {}).get(split)
             if info and info["sha256"] == sha256:
-                if dataset.split_path(split) == where:
+                if _split_path(dataset, split) == where:
                     return dataset, split
                 best = best or (dataset, split)
     return best
+
+
+def _split_path(dataset: Dataset, split: str) -> str:
+    """The file of a split ("train" or "val"); empty for a missing validation split."""
+    return dataset.path if split == "train" else dataset.val_path

@@ -121,7 +121,7 @@ def test_errors_carry_the_apis_message(server, alice, bob, overrides):  # noqa: 
     run_id = client.create_run("mine", preset="tiny_cpu", overrides={**overrides, "optim.total_steps": 2})[
         "id"
     ]
-    with pytest.raises(NotFound, match="HTTP 404: No Run matches the given query."):
+    with pytest.raises(NotFound, match="HTTP 404: No such run."):
         bobs.get_run(run_id)  # another user's run is missing, not forbidden
     with pytest.raises(NotFound):
         bobs.cancel_run(run_id)

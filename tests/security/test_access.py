@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from catalog.models import Dataset
+from catalog.models import BaseModel, Dataset
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from rest_framework.authtoken.models import Token
@@ -26,8 +26,8 @@ from runs.models import Run, Sample
 from runs.routing import websocket_urlpatterns
 from runs.run_log import log_path
 
+from tests.platform.runs.test_consumers import ws
 from tests.platform.support import report
-from tests.platform.test_consumers import ws
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -84,9 +84,11 @@ def cast(alice_run: Run) -> dict[str, Any]:
     sample = Sample.objects.filter(run=alice_run).order_by("pk").first()
     assert sample is not None
     dataset = Dataset.objects.create(name="shared-arithmetic", path="assets/demo/data/train.parquet")
+    model = BaseModel.objects.create(name="shared-model", path="assets/demo/model")
     values = {
         "run_id": alice_run.pk, "sample_pk": sample.pk, "sample_id": sample.pk,
         "problem_index": sample.problem_index, "dataset_id": dataset.pk, "object_id": alice_run.pk,
+        "model_id": model.pk,
         "fmt": "jsonl", "uidb64": "MQ", "token": "set-password", "url": "x/",
     }  # fmt: skip
     routes = walk(get_resolver().url_patterns)
