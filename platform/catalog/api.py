@@ -105,7 +105,7 @@ class ModelList(generics.ListAPIView):
             return Response({"detail": "invalid model", "errors": errors}, status=status.HTTP_400_BAD_REQUEST)
         form = ModelRegisterForm({k: v or "" for k, v in fields.items()})
         if not form.is_valid():
-            errors = {k: " ".join(v) for k, v in form.errors.items()}
+            errors = {k: " ".join(str(m) for m in v) for k, v in form.errors.items()}
             return Response({"detail": "invalid model", "errors": errors}, status=status.HTTP_400_BAD_REQUEST)
         model = form.save(request.user)
         return Response(model_json(model), status=status.HTTP_201_CREATED)

@@ -139,7 +139,9 @@ class ModelRegisterForm(forms.Form):
     description = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, auto_id="model-%s", **kwargs)
+        kwargs.setdefault("auto_id", "model-%s")
+        super().__init__(*args, **kwargs)
+        self.details: dict[str, Any] = {}
 
     def clean_name(self) -> str:
         name = " ".join(self.cleaned_data["name"].replace("\x00", "").split())

@@ -45,7 +45,8 @@ def inspect_model(model_dir: Path) -> dict[str, Any]:
     problems: list[str] = []
     warnings: list[str] = []
     config = _config(model_dir, problems)
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    nested = config.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else {}
     shapes = {key: config.get(key, text.get(key)) for key in SHAPE_KEYS}
     details: dict[str, Any] = {
         "model_type": str(config.get("model_type") or ""),

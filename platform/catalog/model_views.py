@@ -45,7 +45,7 @@ def model_list(request: HttpRequest) -> HttpResponse:
         return redirect("models:detail", model_id=model.pk)
     models = list(BaseModel.objects.select_related("created_by"))
     for model in models:
-        model.run_count = runs_using_model(model, request.user).count()  # for the template
+        model.run_count = runs_using_model(model, request.user).count()  # type: ignore[attr-defined]
     context = {"models": models, "form": form, "roots": [str(r) for r in _roots()]}
     return render(request, "catalog/models.html", context, status=400 if form.errors else 200)
 
