@@ -20,7 +20,7 @@ from dapo.presets import get_preset
 
 pytestmark = pytest.mark.django_db
 
-DEMO_MODEL = Path(__file__).resolve().parents[2] / "assets" / "demo" / "model"
+DEMO_MODEL = Path(__file__).resolve().parents[3] / "assets" / "demo" / "model"
 
 
 @pytest.fixture
