@@ -54,6 +54,10 @@ class UpdateBatch:
     sampled: ``old_logprobs`` are then not computed (empty), the update's own log-probs, detached, stand
     in for them (the same loss and gradient; every ratio is exactly 1), and the update returns each
     row's per-token entropy, the old policy's, in place of the skipped forward's."""
+    return_entropy: bool = False
+    """Hand back each row's per-token entropy at its first update also when ``old_is_current`` is False:
+    one-step off-policy batches bring the generator's log-probs as ``old_logprobs`` and have no old
+    forward, so the entropy logged is the learner's at the start of the update."""
 
 
 RowValues = dict[int, list[float]]
@@ -175,8 +179,9 @@ class PolicyActor:
         """``epochs`` passes over the batch, one optimiser step per mini-batch (paper eq. 8).
 
         Returns (metrics averaged over optimiser steps, {row: per-token ratio at its first update},
-        {row: per-token entropy at its first update} for every row when ``batch.old_is_current``, else
-        empty), with ``perf/padding_frac``: the padded share of the token slots of every micro-batch run.
+        {row: per-token entropy at its first update} for every row when ``batch.old_is_current`` or
+        ``batch.return_entropy``, else empty), with ``perf/padding_frac``: the padded share of the token
+        slots of every micro-batch run.
         ``actor/pg_loss`` is the SUM of the mini-batch losses over the update's optimiser steps (verl's
         meaning); ``actor/pg_loss_mean`` their mean (docs/metrics.md).
         """
@@ -292,7 +297,7 @@ class PolicyActor:
             ratio = torch.exp(torch.clamp(logp[wanted] - old[wanted], -20, 20)).tolist()
             for j, values in zip(wanted, ratio, strict=True):
                 ratios[idx[j]] = values[: len(batch.responses[idx[j]])]
-        if batch.old_is_current and idx[0] not in entropies:
+        if (batch.old_is_current or batch.return_entropy) and idx[0] not in entropies:
             ent = entropy.detach().tolist()
             for j, i in enumerate(idx):
                 entropies[i] = ent[j][: len(batch.responses[i])]

@@ -138,12 +138,18 @@ def reward_metrics(rollouts: list[Rollout]) -> dict[str, float]:
 
 
 def build_update_batch(
-    batch: list[Rollout], config: RunConfig, *, token_rows: int, old_is_current: bool = False
+    batch: list[Rollout],
+    config: RunConfig,
+    *,
+    token_rows: int,
+    old_is_current: bool = False,
+    return_entropy: bool = False,
 ) -> UpdateBatch:
     """The update's inputs, with each mini-batch's global token and sequence counts (exact token mean).
 
     Overlong filtering (paper §3.4) zeroes the loss mask of truncated samples. ``old_is_current``: the
     old log-probs were skipped (``old_policy_is_current``); the update stands its own in for them.
+    ``return_entropy``: no old forward ran (one-step off-policy), so the update hands entropies back.
     """
     G = config.rollout.n
     per_mb = config.optim.mini_batch_size * G
@@ -167,6 +173,7 @@ def build_update_batch(
         minibatch_seqs=seqs,
         ratio_rows=list(range(min(token_rows, len(batch)))),
         old_is_current=old_is_current,
+        return_entropy=return_entropy,
     )
 
 

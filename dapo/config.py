@@ -161,6 +161,12 @@ class RolloutConfig:
     """vLLM: disable CUDA graphs (the reference warns they can change results)."""
     max_batch_size: int = 0
     """hf engine: sequences decoded at once (0 = all); lowers peak memory on large batches."""
+    one_step_off_policy: bool = False
+    """Generate the next step's batch while this step trains, with the weights from before this step's
+    update, so generation and update overlap: from step 2 on each batch is exactly one step stale
+    (rollout/staleness) and the importance ratio uses the generator's log-probs (no old-log-prob
+    forward). Needs a second copy of the weights: the local backend's hf engine keeps one; on Ray, set
+    execution.colocate off. Off (default): on-policy."""
 
     def __post_init__(self) -> None:
         c = _Checks()
@@ -456,6 +462,17 @@ class RunConfig:
             or self.algorithm.overlong_buffer_len < self.rollout.max_response_length,
             "algorithm.overlong_buffer_len",
             f"must be below rollout.max_response_length ({self.rollout.max_response_length})",
+        )
+        e = self.execution
+        c.require(
+            not self.rollout.one_step_off_policy or e.backend != "ray" or not e.colocate,
+            "rollout.one_step_off_policy",
+            "needs rollout workers apart from the learners on the ray backend: set execution.colocate off",
+        )
+        c.require(
+            not self.rollout.one_step_off_policy or e.backend == "ray" or self.rollout.engine != "vllm",
+            "rollout.one_step_off_policy",
+            "on the local backend it needs the hf engine; with vllm use backend 'ray' and colocate off",
         )
         c.done()
 

@@ -149,7 +149,18 @@ class RayBackend:
 
     def after_update(self) -> None:
         """Colocated: nothing left to do (``train`` handed the weights to the engine). Split: the rollout
-        workers load the newest weights, one object in the store for all of them."""
+        workers load the newest weights, one object in the store for all of them; with one-step
+        off-policy generation they are the behaviour copy, loaded by ``sync_behaviour`` instead."""
+        if not self.config.rollout.one_step_off_policy:
+            self.sync_behaviour()
+
+    def generate_stale(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        """Sample on the rollout workers (split mode: ``rollout.one_step_off_policy`` requires it) with
+        the weights they hold, while the learners update; called from the trainer's generation thread."""
+        return self._retry("generate", lambda: self._generate_once(prompts, params), self._restore_rollouts)
+
+    def sync_behaviour(self) -> None:
+        """Split mode: the rollout workers load the newest weights (colocated: they are the learners')."""
         if not self.config.execution.colocate and self._weights is not self._broadcast:
             self._retry("after_update", self._broadcast_weights, self._restore_rollouts)
 

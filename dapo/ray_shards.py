@@ -88,6 +88,7 @@ def _take(batch: UpdateBatch, src: list[int], real: list[bool]) -> UpdateBatch:
         minibatch_seqs=dict(batch.minibatch_seqs),
         ratio_rows=[j for j, (i, ok) in enumerate(zip(src, real, strict=True)) if ok and i in wanted],
         old_is_current=batch.old_is_current,
+        return_entropy=batch.return_entropy,
     )
 
 
