@@ -184,6 +184,19 @@ def our_config(assets: Path, overrides: dict[str, Any] | None = None) -> Any:
     })  # fmt: skip
 
 
+def barrier(which: str, planned: float) -> tuple[float, float]:
+    """Wait until both trainers are loaded (each writes a ready file), then start together: at the
+    planned instant, or at once if the later one was ready after it (a loaded machine). Returns (the
+    start, how late it is against the plan); each trainer's budget and rates count from that start."""
+    (OUT / f"{which}.ready").write_text("")
+    other = OUT / ("trl.ready" if which == "ours" else "ours.ready")
+    while not other.exists():
+        time.sleep(0.02)
+    now = time.time()
+    time.sleep(max(0.0, planned - now))
+    return max(now, planned), max(0.0, now - planned)
+
+
 def run_ours(assets: Path, out: Path, start: float, budget: float, overrides: dict[str, Any]) -> dict:
     from dapo.backends import LocalBackend
     from dapo.report import Sink
@@ -210,8 +223,8 @@ def run_ours(assets: Path, out: Path, start: float, budget: float, overrides: di
             return time.time() > start + budget
 
     sink = Budget()
-    late = time.time() - start  # > 0: this trainer was not ready at the common start
-    time.sleep(max(0.0, -late))
+    start, late = barrier("ours", start)
+    sink.last = start
     Trainer(config, out / "run", [sink], backend=backend).fit()
     backend.save_pretrained(out / "final")
     wall = sink.last - start
@@ -271,8 +284,8 @@ def run_trl(assets: Path, out: Path, start: float, budget: float) -> dict:
         processing_class=tok,
         callbacks=[Budget()],
     )
-    late = time.time() - start  # > 0: this trainer was not ready at the common start
-    time.sleep(max(0.0, -late))
+    start, late = barrier("trl", start)
+    Budget.last = start
     trainer.train()
     trainer.save_model(str(out / "final"))
     tok.save_pretrained(out / "final")
@@ -429,6 +442,8 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     info = build(assets, args.pretrain_steps)
     load = os.getloadavg()
+    for which in ("ours", "trl"):
+        (OUT / f"{which}.ready").unlink(missing_ok=True)
     start = time.time() + 75.0  # both load their model and stack first, then start on the same instant
     cores = [int(c) for c in args.cores.split(",")]
     pairs = zip(("ours", "trl"), cores, strict=True)
