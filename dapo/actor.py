@@ -48,7 +48,7 @@ class UpdateBatch:
     minibatch_seqs: dict[int, int]
     """Sequences of each whole mini-batch (all workers), for the seq-mean modes."""
     ratio_rows: list[int] = field(default_factory=list)
-    """Rows whose per-token importance ratio to return (token view)."""
+    """Rows whose per-token importance ratio and new-policy log-prob to return (token view)."""
     old_is_current: bool = False
     """True when the update makes one optimiser step (one mini-batch, one epoch) from the policy that
     sampled: ``old_logprobs`` are then not computed (empty), the update's own log-probs, detached, stand
@@ -58,8 +58,9 @@ class UpdateBatch:
 
 RowValues = dict[int, list[float]]
 """Per-token values of some rows of an update batch, by row."""
-UpdateResult = tuple[dict[str, float], RowValues, RowValues]
-"""What an update returns: (metrics, per-token ratios, per-token entropies), see ``PolicyActor.update``."""
+UpdateResult = tuple[dict[str, float], RowValues, RowValues, RowValues]
+"""What an update returns: (metrics, per-token ratios, per-token entropies, per-token log-probs of the
+policy being updated), see ``PolicyActor.update``."""
 
 
 class PolicyActor:
@@ -176,7 +177,9 @@ class PolicyActor:
 
         Returns (metrics averaged over optimiser steps, {row: per-token ratio at its first update},
         {row: per-token entropy at its first update} for every row when ``batch.old_is_current``, else
-        empty), with ``perf/padding_frac``: the padded share of the token slots of every micro-batch run.
+        empty, {row: per-token log π_θ at its first update}: the new log-probs the loss of that step
+        compared with the old ones, for the ``ratio_rows``), with ``perf/padding_frac``: the padded
+        share of the token slots of every micro-batch run.
         ``actor/pg_loss`` is the SUM of the mini-batch losses over the update's optimiser steps (verl's
         meaning); ``actor/pg_loss_mean`` their mean (docs/metrics.md).
         """
@@ -185,11 +188,12 @@ class PolicyActor:
         counts: dict[str, int] = defaultdict(int)
         ratios: dict[int, list[float]] = {}
         entropies: RowValues = {}
+        logps: RowValues = {}
         padding = PaddingCount()
         for _ in range(self.config.optim.epochs):
             for mb in sorted(set(batch.minibatch)):
                 rows = [i for i, m in enumerate(batch.minibatch) if m == mb]
-                metrics = self._minibatch_step(batch, mb, rows, (ratios, entropies), padding)
+                metrics = self._minibatch_step(batch, mb, rows, (ratios, entropies, logps), padding)
                 for k, v in metrics.items():
                     sums[k] += v
                     counts[k] += 1
@@ -197,14 +201,14 @@ class PolicyActor:
         if "actor/pg_loss" in sums:
             out["actor/pg_loss_mean"] = out["actor/pg_loss"]
             out["actor/pg_loss"] = sums["actor/pg_loss"]
-        return {**out, "perf/padding_frac": padding.fraction}, ratios, entropies
+        return {**out, "perf/padding_frac": padding.fraction}, ratios, entropies, logps
 
     def _minibatch_step(
         self,
         batch: UpdateBatch,
         mb: int,
         rows: list[int],
-        token_data: tuple[RowValues, RowValues],
+        token_data: tuple[RowValues, RowValues, RowValues],
         padding: PaddingCount,
     ) -> dict[str, float]:
         a = self.config.algorithm
@@ -282,16 +286,24 @@ class PolicyActor:
         return logp, entropy, response_mask
 
     def _record_rows(
-        self, batch: UpdateBatch, idx: list[int], logp, old, entropy, token_data: tuple[RowValues, RowValues]
+        self,
+        batch: UpdateBatch,
+        idx: list[int],
+        logp,
+        old,
+        entropy,
+        token_data: tuple[RowValues, RowValues, RowValues],
     ) -> None:
-        """Per-token ratios of the asked rows and, when the old forward was skipped, every row's entropy,
-        at each row's first update (one ``tolist`` per micro-batch, then Python slices)."""
-        ratios, entropies = token_data
+        """Per-token ratios and new log-probs of the asked rows and, when the old forward was skipped,
+        every row's entropy, at each row's first update (one ``tolist`` per micro-batch, then slices)."""
+        ratios, entropies, logps = token_data
         wanted = [j for j, i in enumerate(idx) if i in batch.ratio_rows and i not in ratios]
         if wanted:
             ratio = torch.exp(torch.clamp(logp[wanted] - old[wanted], -20, 20)).tolist()
-            for j, values in zip(wanted, ratio, strict=True):
+            new = logp[wanted].tolist()
+            for j, values, lp in zip(wanted, ratio, new, strict=True):
                 ratios[idx[j]] = values[: len(batch.responses[idx[j]])]
+                logps[idx[j]] = lp[: len(batch.responses[idx[j]])]
         if batch.old_is_current and idx[0] not in entropies:
             ent = entropy.detach().tolist()
             for j, i in enumerate(idx):
