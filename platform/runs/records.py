@@ -36,6 +36,14 @@ def distinct_ascending(model: type[models.Model], column: str, **equal: Any) -> 
         return [value for (value,) in cursor.fetchall()]
 
 
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 class MetricPoint(models.Model):
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="metric_points")
     step = models.IntegerField()
@@ -58,6 +66,7 @@ class Sample(models.Model):
         "group", "problem_index", "prompt", "response", "ground_truth", "pred", "score", "acc",
         "overlong_penalty", "reward", "advantage", "length", "truncated", "kept",
         "tokens", "token_logprobs", "token_entropy", "token_ratio", "reward_scores",
+        "discard_reason", "token_old_logprobs", "token_new_logprobs", "update_info",
     ]  # fmt: skip
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="samples")
@@ -84,6 +93,14 @@ class Sample(models.Model):
     token_ratio = models.JSONField(null=True, blank=True)
     reward_scores = models.JSONField(null=True, blank=True)
     """Each reward's own score by name, before its weight (dapo SampleRecord.reward_scores)."""
+    discard_reason = models.CharField(max_length=16, blank=True, default="")
+    """Why the step did not train on it ("" trained; runs.discards.REASONS); "" in rows of older runs."""
+    token_old_logprobs = models.JSONField(null=True, blank=True)
+    """log π_old per token as the loss used it (the objective explainer; samples with token data)."""
+    token_new_logprobs = models.JSONField(null=True, blank=True)
+    """log π_θ per token at the sample's first optimiser step."""
+    update_info = models.JSONField(null=True, blank=True)
+    """A trained sample's mini-batch and its counts (dapo SampleRecord.update_info)."""
 
     class Meta:
         constraints = [
@@ -99,7 +116,11 @@ class Sample(models.Model):
 
     @classmethod
     def from_record(cls, run_id: int, record: Any) -> Sample:
-        fields = {name: getattr(record, name) for name in cls.UPDATABLE if name != "reward_scores"}
+        fields = {name: getattr(record, name, None) for name in cls.UPDATABLE if name != "reward_scores"}
+        fields["discard_reason"] = str(fields["discard_reason"] or "")[:16]
+        for name in ("token_old_logprobs", "token_new_logprobs"):  # NaN and Infinity are not JSON
+            values = fields[name]
+            fields[name] = [_finite(v) for v in values] if isinstance(values, list) else None
         for name in ("score", "overlong_penalty", "reward", "advantage"):
             value = float(fields[name])
             fields[name] = value if math.isfinite(value) else 0.0
@@ -133,6 +154,7 @@ class Sample(models.Model):
             "length": self.length,
             "truncated": self.truncated,
             "kept": self.kept,
+            "discard_reason": self.discard_reason,
         }
 
 
