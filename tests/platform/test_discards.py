@@ -26,7 +26,15 @@ OLD = [-1.0, -2.0, -0.5]
 NEW = [-1.0 + 0.4, -2.0 - 0.5, -0.5 + 0.05]  # ratios e^0.4 = 1.49 (clipped high), e^-0.5, e^0.05
 
 
-def _samples() -> list:
+METRICS = {"train/discarded_groups/all_correct": 1, "train/discarded_groups/all_wrong": 2,
+           "train/discarded_groups/no_variance": 0, "train/discarded_groups/surplus": 1,
+           "train/discarded_samples/overlong": 1, "train/num_prompts_generated": 6,
+           "train/num_samples_trained": 4, "actor/pg_loss": 0.125}  # fmt: skip
+"""What the trainer logged for that step: one all-wrong group and 2 samples more than are stored."""
+
+
+def discard_samples() -> list:
+    """One train step of the GROUPS above (also the browser test's rows)."""
     out = []
     for g, (reason, accs) in enumerate(GROUPS):
         for j, acc in enumerate(accs):
@@ -51,19 +59,20 @@ def _samples() -> list:
 
 @pytest.fixture
 def discarding(alice_run: Run) -> Run:
-    """A step of 5 groups whose trainer logged one more all-wrong group and 2 more surplus than are
-    stored (a capped step), 12 generated samples of which 10 are stored."""
-    config = alice_run.config
+    """A step of 5 groups whose trainer logged one more all-wrong group than is stored (a capped
+    step), 12 generated samples of which 10 are stored."""
+    configure(alice_run)
+    alice_run.record_step(StepReport(step=1, metrics=METRICS, samples=discard_samples()))
+    return alice_run
+
+
+def configure(run: Run) -> None:
+    """Groups of 2, two rewards weighted 1 and 0.25, at most 10 samples stored a step."""
+    config = run.config
     config["rollout"]["n"] = G
     config["data"].update(reward_fn="math_dapo, regex", reward_weights="1, 0.25")
     config["logging"]["samples_per_step"] = 10
-    alice_run.save(update_fields=["config"])
-    metrics = {"train/discarded_groups/all_correct": 1, "train/discarded_groups/all_wrong": 2,
-               "train/discarded_groups/no_variance": 0, "train/discarded_groups/surplus": 1,
-               "train/discarded_samples/overlong": 1, "train/num_prompts_generated": 6,
-               "train/num_samples_trained": 4, "actor/pg_loss": 0.125}  # fmt: skip
-    alice_run.record_step(StepReport(step=1, metrics=metrics, samples=_samples()))
-    return alice_run
+    run.save(update_fields=["config"])
 
 
 def _data(client, run: Run, **params) -> dict:
