@@ -93,7 +93,7 @@ class Sample(models.Model):
     token_ratio = models.JSONField(null=True, blank=True)
     reward_scores = models.JSONField(null=True, blank=True)
     """Each reward's own score by name, before its weight (dapo SampleRecord.reward_scores)."""
-    discard_reason = models.CharField(max_length=16, blank=True, default="")
+    discard_reason = models.CharField(max_length=16, blank=True, default="", db_default="")
     """Why the step did not train on it ("" trained; runs.discards.REASONS); "" in rows of older runs."""
     token_old_logprobs = models.JSONField(null=True, blank=True)
     """log π_old per token as the loss used it (the objective explainer; samples with token data)."""
