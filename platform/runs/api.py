@@ -6,7 +6,7 @@ GET  /api/runs/<id>/                 one run with its config
 POST /api/runs/<id>/cancel/          cancel (queued: at once; running: at the next step boundary)
 POST /api/runs/<id>/resume/          resume a failed or cancelled run from its last checkpoint
 GET  /api/runs/<id>/metrics/         ?names=a,b&min_step=&max_step=&max_points=
-GET  /api/runs/<id>/samples/         ?step=&split=&acc=&kept=&truncated=&q=&page=&page_size=
+GET  /api/runs/<id>/samples/         ?step=&split=&acc=&kept=&truncated=&reason=&q=&page=&page_size=
 POST /api/runs/<id>/export/          {"step"?: N, "name"?: "..."}: a checkpoint into the model catalog (202)
 GET  /api/runs/<id>/export/          the run's exports and their state (queued, running, done, failed)
 GET  /api/runs/<id>/log/             ?offset=|tail=: the run's log in chunks of whole lines (runs.log_views)
@@ -31,9 +31,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from runs.configuring import build_config, shown, validate_name
+from runs.discards import FILTER_CHOICES
 from runs.events import publish, status_event
 from runs.model_exports import ModelExport, request_export, steps_on_disk
 from runs.models import Run, Sample, Status
+from runs.sample_filter import SampleFilter
 from runs.series import list_row, metric_series
 from runs.starts import resume_step
 
@@ -240,6 +242,8 @@ class RunMetrics(APIView):
         split=(str, "train or val."), acc=(bool, "Correct (true) or wrong (false)."),
         kept=(bool, "Kept by dynamic sampling or filtered."), truncated=(bool, "Hit the length limit."),
         q=(str, "Text in the prompt, response or prediction."),
+        reason=(str, "Why the step did not train on it: trained, discarded, all_correct, all_wrong, "
+                     "no_variance, surplus or overlong."),
     )
 )  # fmt: skip
 class RunSamples(generics.ListAPIView):
@@ -260,6 +264,10 @@ class RunSamples(generics.ListAPIView):
         for flag in ("acc", "kept", "truncated"):
             if (value := query_bool(self.request, flag)) is not None:
                 samples = samples.filter(**{flag: value})
+        if reason := self.request.query_params.get("reason"):
+            if reason not in FILTER_CHOICES:
+                raise ValidationError({"reason": f"must be one of {', '.join(FILTER_CHOICES[1:])}"})
+            samples = SampleFilter(reason=reason).filter_reason(samples)
         if q := self.request.query_params.get("q", "").replace("\x00", "").strip():
             samples = samples.filter(Q(response__icontains=q) | Q(prompt__icontains=q) | Q(pred__icontains=q))
         return samples.order_by("-step", "split", "sample_index")

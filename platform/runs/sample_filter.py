@@ -134,15 +134,19 @@ class SampleFilter:
             qs = qs.filter(tokens__isnull=not self.tokens)
         if self.q:
             qs = qs.filter(Q(prompt__icontains=self.q) | Q(response__icontains=self.q))
-        if self.reason == "trained":
-            qs = qs.filter(kept=True).exclude(discard_reason="overlong")
-        elif self.reason == "discarded":
-            qs = qs.filter(Q(kept=False) | Q(discard_reason="overlong"))
-        elif self.reason:
-            qs = qs.filter(discard_reason=self.reason)
+        qs = self.filter_reason(qs)
         if self.part and self.part_value is not None:
             qs = self._part_filter(qs)
         return qs
+
+    def filter_reason(self, qs: QuerySet[Sample]) -> QuerySet[Sample]:
+        """The samples of ``qs`` with this filter's ``reason`` (trained: in the loss; discarded: any
+        reason; else that reason); all of them for "" (the API filters by reason through it too)."""
+        if self.reason == "trained":
+            return qs.filter(kept=True).exclude(discard_reason="overlong")
+        if self.reason == "discarded":
+            return qs.filter(Q(kept=False) | Q(discard_reason="overlong"))
+        return qs.filter(discard_reason=self.reason) if self.reason else qs
 
     def _part_filter(self, qs: QuerySet[Sample]) -> QuerySet[Sample]:
         """Samples whose reward part compares with ``part_value``; a sample without that part never

@@ -196,3 +196,14 @@ def test_non_finite_log_probs_are_stored_as_null(alice_run):
 def test_another_users_run_is_404(bob_client, discarding, path):
     pk = Sample.objects.filter(run=discarding).first().pk
     assert bob_client.get(f"/runs/{discarding.pk}/{path.format(pk=pk)}").status_code == 404
+
+
+def test_the_api_lists_samples_with_their_reason_and_filters_by_it(api, bob_api, discarding):
+    url = f"/api/runs/{discarding.pk}/samples/"
+    body = api.get(url, {"reason": "discarded", "page_size": 50}).json()
+    got = {row["sample_index"]: row["discard_reason"] for row in body["results"]}
+    assert got == {3: "overlong", 4: "all_correct", 5: "all_correct", 6: "all_wrong", 7: "all_wrong",
+                   8: "surplus", 9: "surplus"}  # fmt: skip
+    bad = api.get(url, {"reason": "bored"})
+    assert bad.status_code == 400 and "reason" in bad.json()
+    assert bob_api.get(url, {"reason": "surplus"}).status_code == 404
