@@ -36,6 +36,23 @@ def distinct_ascending(model: type[models.Model], column: str, **equal: Any) -> 
         return [value for (value,) in cursor.fetchall()]
 
 
+DISCARD_REASONS = ("all_correct", "all_wrong", "no_variance", "surplus", "overlong")
+"""Sample.discard_reason's values besides "" (trained): a group's (dapo.sampling.DISCARD_REASONS), then a
+sample's own (overlong filtering masked it)."""
+REASON_FILTERS = ("", "trained", "discarded", *DISCARD_REASONS)
+"""What a reason filter takes: any, trained (in the loss), discarded (any reason), or one reason."""
+
+
+def filter_by_reason(qs: models.QuerySet[Any], reason: str) -> models.QuerySet[Any]:
+    """The samples of ``qs`` with ``reason`` (one of REASON_FILTERS; "" keeps all): the inspector's and
+    the API's reason filter."""
+    if reason == "trained":
+        return qs.filter(kept=True).exclude(discard_reason="overlong")
+    if reason == "discarded":
+        return qs.filter(models.Q(kept=False) | models.Q(discard_reason="overlong"))
+    return qs.filter(discard_reason=reason) if reason else qs
+
+
 def _finite(value: Any) -> float | None:
     try:
         number = float(value)
@@ -62,12 +79,41 @@ class MetricPoint(models.Model):
 
 class Sample(models.Model):
     SPLITS = [("train", "train"), ("val", "validation")]
+    # The one list of a sample's fields, in the order lists, exports and the API show them.
+    SCORING_FIELDS = [
+        "ground_truth",
+        "pred",
+        "score",
+        "acc",
+        "overlong_penalty",
+        "reward",
+        "advantage",
+        "length",
+        "truncated",
+        "kept",
+        "discard_reason",
+    ]
+    """What the reward and the advantage made of the response (the inspector's list columns)."""
+    TOKEN_FIELDS = [
+        "tokens",
+        "token_logprobs",
+        "token_entropy",
+        "token_ratio",
+        "token_old_logprobs",
+        "token_new_logprobs",
+    ]
+    """Per-token arrays: loaded only for the one sample shown in full, and in exports that ask."""
     UPDATABLE = [
-        "group", "problem_index", "prompt", "response", "ground_truth", "pred", "score", "acc",
-        "overlong_penalty", "reward", "advantage", "length", "truncated", "kept",
-        "tokens", "token_logprobs", "token_entropy", "token_ratio", "reward_scores",
-        "discard_reason", "token_old_logprobs", "token_new_logprobs", "update_info",
-    ]  # fmt: skip
+        "group",
+        "problem_index",
+        "prompt",
+        "response",
+        *SCORING_FIELDS,
+        *TOKEN_FIELDS,
+        "reward_scores",
+        "update_info",
+    ]
+    """What a re-reported step overwrites (the key is run, step, split, sample_index)."""
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="samples")
     step = models.IntegerField()
@@ -94,7 +140,7 @@ class Sample(models.Model):
     reward_scores = models.JSONField(null=True, blank=True)
     """Each reward's own score by name, before its weight (dapo SampleRecord.reward_scores)."""
     discard_reason = models.CharField(max_length=16, blank=True, default="", db_default="")
-    """Why the step did not train on it ("" trained; runs.discards.REASONS); "" in rows of older runs."""
+    """Why the step did not train on it ("" trained; inspector.discards.REASONS); "" in rows of older runs."""
     token_old_logprobs = models.JSONField(null=True, blank=True)
     """log π_old per token as the loss used it (the objective explainer; samples with token data)."""
     token_new_logprobs = models.JSONField(null=True, blank=True)
@@ -116,7 +162,7 @@ class Sample(models.Model):
 
     @classmethod
     def from_record(cls, run_id: int, record: Any) -> Sample:
-        fields = {name: getattr(record, name, None) for name in cls.UPDATABLE if name != "reward_scores"}
+        fields: dict[str, Any] = {n: getattr(record, n, None) for n in cls.UPDATABLE if n != "reward_scores"}
         fields["discard_reason"] = str(fields["discard_reason"] or "")[:16]
         for name in ("token_old_logprobs", "token_new_logprobs"):  # NaN and Infinity are not JSON
             values = fields[name]

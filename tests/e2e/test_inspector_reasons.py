@@ -14,8 +14,8 @@ import pytest
 
 from tests.e2e.support import ARTIFACTS, daphne_page
 from tests.platform.fixtures import queued  # noqa: F401 (a fixture: runs are never sent to Celery)
+from tests.platform.inspector.test_discards import METRICS, configure, discard_samples
 from tests.platform.support import make_fake_assets
-from tests.platform.test_discards import METRICS, configure, discard_samples
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300), pytest.mark.django_db(transaction=True)]
 ROW_LINKS = "#results tr.sample-row td:first-child a"
