@@ -42,7 +42,6 @@ def test_badges_reason_counts_part_filter_breakdown_and_explainer(alice, queued,
     ARTIFACTS.mkdir(exist_ok=True)
     with daphne_page(tmp_path, chromium_path) as (page, errors, base):
         page.goto(f"{base}/runs/{run.pk}/samples/?step=1")
-        page.wait_for_function("() => window.__inspectorReady === true")
         # 1. each dropped group names its reason; an overlong-filtered sample has its own badge
         badges = page.locator("#results .group-head .rbadge")
         expect(badges).to_have_text(["dropped: all correct", "dropped: all wrong", "surplus: batch full"])
@@ -80,7 +79,7 @@ def test_badges_reason_counts_part_filter_breakdown_and_explainer(alice, queued,
         breakdown = page.locator("#reward-breakdown")
         expect(breakdown.locator("[data-part='reward/regex']")).to_contain_text("× 0.250")
         expect(breakdown.locator("#breakdown-total")).to_have_text("1.000")
-        page.wait_for_function("() => window.__tokenExplainReady === true")
+        page.wait_for_selector("#token-explain[data-ready='1']")
         page.locator("#tokens .tok").first.click()
         expect(page.locator("#explain-rule")).to_have_text(
             "clipped at 1 + ε_high (A > 0 and the ratio above it): no gradient"

@@ -66,5 +66,5 @@
   }
 
   document.getElementById("tokens").addEventListener("token-select", (e) => show(e.detail.index));
-  window.__tokenExplainReady = true;
+  document.getElementById("token-explain").dataset.ready = "1"; // listening: a selection is explained
 })();
