@@ -1,12 +1,13 @@
 from django.contrib.auth.decorators import login_not_required
 from django.urls import path
 
-from runs import api, evaluations, log_views
+from runs import api, evaluations, log_views, sweep_views
 
 # The API authenticates by token or session itself (DRF): exempt from the login-redirect middleware,
 # so a script without credentials gets 401/403 JSON, not an HTML redirect.
 urlpatterns = [
     path("runs/", login_not_required(api.RunListCreate.as_view()), name="api-runs"),
+    path("sweeps/", login_not_required(sweep_views.SweepCreate.as_view()), name="api-sweeps"),
     path("evaluations/", login_not_required(evaluations.EvaluationCreate.as_view()), name="api-evaluations"),
     path("runs/<int:run_id>/", login_not_required(api.RunDetail.as_view()), name="api-run"),
     path("runs/<int:run_id>/cancel/", login_not_required(api.RunCancel.as_view()), name="api-run-cancel"),

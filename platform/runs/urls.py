@@ -1,12 +1,13 @@
 from django.urls import path
 
-from runs import compare, evaluations, inspect, ladder, log_views, metrics_csv, planning, views
+from runs import compare, evaluations, inspect, ladder, log_views, metrics_csv, planning, sweep_views, views
 
 app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("new/", views.run_new, name="new"),
     path("new/ladder/", ladder.launch_ladder, name="ladder"),
+    path("new/sweep/", sweep_views.launch_sweep, name="sweep"),
     path("new/plan/", planning.plan_data, name="plan"),
     path("evaluate/", evaluations.evaluation_new, name="evaluate"),
     path("compare/", compare.compare_page, name="compare"),
@@ -14,6 +15,7 @@ urlpatterns = [
     path("compare/validation/", compare.compare_validation, name="compare-validation"),
     path("compare/metrics.csv", metrics_csv.compare_csv, name="compare-csv"),
     path("compare/groups/", compare.compare_groups, name="compare-groups"),
+    path("compare/sweep/", sweep_views.sweep_data, name="compare-sweep"),
     path("<int:run_id>/metrics.csv", metrics_csv.run_metrics_csv, name="metrics-csv"),
     path("<int:run_id>/", views.run_detail, name="detail"),
     path("<int:run_id>/cancel/", views.run_cancel, name="cancel"),

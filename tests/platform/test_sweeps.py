@@ -1,0 +1,336 @@
+"""Sweeps (runs.sweeps, runs.sweep_views): expansion (a grid's product, a random sweep reproducible by its
+seed, the cap), the new-run form's sweep panel and POST /api/sweeps/ (every config validated like a single
+run's, all or none), and the group page's data for the parallel-coordinates chart."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import pytest
+from runs import sweeps
+from runs.ladder import LADDER_SEP
+from runs.models import Run, Status
+
+from dapo.config import RunConfig
+from dapo.presets import get_preset
+from dapo.report import StepReport
+
+pytestmark = pytest.mark.django_db
+
+
+def parsed(raw: dict[str, Any]) -> sweeps.Sweep:
+    sweep, errors = sweeps.parse(raw)
+    assert errors == {} and sweep is not None
+    return sweep
+
+
+# ---- expansion ---------------------------------------------------------------------------------------------
+
+
+def test_a_grid_is_the_product_of_its_lists_in_order():
+    sweep = parsed({"mode": "grid", "fields": {"optim.lr": [1e-5, 2e-5, 4e-5], "rollout.n": [4, 8],
+                                               "algorithm.dynamic_sampling": [True, False]}})  # fmt: skip
+    combos = sweeps.expand(sweep)
+    assert sweep.runs == 12 and len(combos) == 12
+    expected = itertools.product([1e-5, 2e-5, 4e-5], [4, 8], [True, False])
+    keys = ["optim.lr", "rollout.n", "algorithm.dynamic_sampling"]
+    assert combos == [dict(zip(keys, c, strict=True)) for c in expected]
+    assert sweeps.label(combos[1]) == "lr=1e-05, n=4, dynamic_sampling=false"
+
+
+def test_a_random_sweep_is_reproducible_by_its_seed_and_stays_in_its_ranges():
+    raw = {"mode": "random", "runs": 10, "seed": 3, "fields": {
+        "optim.lr": {"low": 1e-6, "high": 1e-4, "scale": "log"},
+        "rollout.temperature": {"low": 0.6, "high": 1.2},
+        "rollout.n": {"low": 2, "high": 64, "scale": "log"},
+        "algorithm.loss_agg_mode": ["token-mean", "seq-mean-token-mean"]}}  # fmt: skip
+    first, again = sweeps.expand(parsed(raw)), sweeps.expand(parsed(raw))
+    other = sweeps.expand(parsed({**raw, "seed": 4}))
+    assert first == again and first != other and len(first) == 10
+    assert len({repr(sorted(c.items())) for c in first}) == 10  # distinct runs
+    for c in first:
+        assert 1e-6 <= c["optim.lr"] <= 1e-4 and float(f"{c['optim.lr']:.3g}") == c["optim.lr"]
+        assert 0.6 <= c["rollout.temperature"] <= 1.2
+        assert isinstance(c["rollout.n"], int) and 2 <= c["rollout.n"] <= 64
+        assert c["algorithm.loss_agg_mode"] in ("token-mean", "seq-mean-token-mean")
+    # log-uniform: over many draws about half the learning rates lie below the geometric middle, 1e-5
+    log_lr = {"optim.lr": {"low": 1e-6, "high": 1e-4, "scale": "log"}}
+    many = sweeps.expand(parsed({"mode": "random", "runs": 30, "seed": 0, "cap": 30, "fields": log_lr}))
+    below = sum(c["optim.lr"] < 1e-5 for c in many)
+    assert 8 <= below <= 22, below
+
+
+def test_random_draws_from_lists_never_repeat_a_run_and_too_few_combinations_are_refused():
+    sweep = parsed({"mode": "random", "runs": 6, "fields": {"rollout.n": [4, 8, 16], "seed": [0, 1]}})
+    combos = sweeps.expand(sweep)
+    assert sorted(map(repr, combos)) == sorted(
+        repr({"rollout.n": n, "seed": s}) for n, s in itertools.product([4, 8, 16], [0, 1])
+    )
+    sweep, errors = sweeps.parse(
+        {"mode": "random", "runs": 7, "fields": {"rollout.n": [4, 8, 16], "seed": [0, 1]}}
+    )
+    assert sweep is None and "only 6 combinations" in errors["sweep.runs"]
+
+
+def test_the_cap_refuses_a_larger_sweep_with_the_count():
+    raw = {"mode": "grid", "cap": 5, "fields": {"optim.lr": [1e-5, 2e-5, 4e-5], "rollout.n": [4, 8]}}
+    sweep, errors = sweeps.parse(raw)
+    assert sweep is None
+    assert errors["sweep.cap"] == (
+        "the grid has 3 × 2 = 6 runs, more than the cap of 5: raise the cap (at most 30), "
+        "or give fewer values"
+    )
+    assert parsed({**raw, "cap": 6}).runs == 6
+    big = {"mode": "grid", "cap": 30, "fields": {"seed": list(range(8)), "rollout.n": [2, 4, 8, 16]}}
+    assert "30 is the most one sweep queues" in sweeps.parse(big)[1]["sweep.cap"]
+    drawn = {"mode": "random", "runs": 5, "cap": 4, "fields": {"seed": list(range(9))}}
+    assert "more than its cap of 4" in sweeps.parse(drawn)[1]["sweep.cap"]
+    assert sweeps.parse({"mode": "grid", "cap": 31, "fields": {"seed": [1]}})[1] == {
+        "sweep.cap": "must be between 1 and 30, got 31"
+    }
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "words"),
+    [
+        ([], "sweep", "must be an object"),
+        ({"mode": "bayes", "fields": {"seed": [1]}}, "sweep.mode", "grid or random"),
+        ({"fields": {}}, "sweep.fields", "name the fields"),
+        ({"fields": {"optim.nope": [1]}}, "f.optim.nope", "unknown field"),
+        ({"fields": {"data.val_paths": [["a"]]}}, "f.data.val_paths", "list field cannot be swept"),
+        ({"fields": {"optim.lr": "1e-5"}}, "f.optim.lr", "non-empty list"),
+        ({"fields": {"optim.lr": ["fast"]}}, "f.optim.lr", "is not a number"),
+        ({"fields": {"rollout.n": [4, 4.5]}}, "f.rollout.n", "is not an integer"),
+        ({"fields": {"rollout.n": [4, 4]}}, "f.rollout.n", "lists 4 twice"),
+        ({"fields": {"optim.lr": [None]}}, "f.optim.lr", "has no empty value"),
+        ({"fields": {"algorithm.dynamic_sampling": [1]}}, "f.algorithm.dynamic_sampling", "true or false"),
+        ({"fields": {"algorithm.loss_agg_mode": ["mean"]}}, "f.algorithm.loss_agg_mode", "is not one of"),
+        ({"fields": {"optim.lr": {"low": 1e-6, "high": 1e-4}}}, "f.optim.lr", "a range is for random"),
+        (
+            {"mode": "random", "runs": 2, "fields": {"optim.lr": {"low": 0, "high": 1e-4, "scale": "log"}}},
+            "f.optim.lr",
+            "log scale needs low above 0",
+        ),
+        (
+            {"mode": "random", "runs": 2, "fields": {"optim.lr": {"low": 2, "high": 1}}},
+            "f.optim.lr",
+            "must be below high",
+        ),
+        (
+            {"mode": "random", "runs": 2, "fields": {"data.reward_fn": {"low": 1, "high": 2}}},
+            "f.data.reward_fn",
+            "needs a number field",
+        ),
+        ({"mode": "random", "fields": {"seed": [1, 2]}}, "sweep.runs", "must be an integer"),
+        ({"mode": "grid", "runs": 3, "fields": {"seed": [1, 2]}}, "sweep.runs", "for random sweeps"),
+        ({"fields": {f"optim.{k}": [1] for k in range(9)}}, "sweep.fields", "at most 8 fields"),
+    ],
+)
+def test_a_bad_sweep_is_refused_with_a_message_for_its_key(raw, key, words):
+    sweep, errors = sweeps.parse(raw)
+    key = key.replace("f.", "sweep.fields.", 1) if key.startswith("f.") else key
+    assert sweep is None and words in errors[key], errors
+
+
+def test_the_separator_is_the_ladders():
+    assert sweeps.SEP == LADDER_SEP
+
+
+# ---- plan: every config validated like a single run ------------------------------------------------------
+
+
+def test_one_invalid_combination_refuses_the_whole_sweep_naming_it(paths):
+    from runs.configuring import build_config
+
+    base = get_preset("tiny_cpu").with_overrides(paths).to_dict()
+    sweep = parsed({"fields": {"algorithm.clip_high": [0.28, 0.1], "seed": [0, 1]}})
+
+    def build(combo):
+        return build_config(config=base, overrides=combo)
+
+    planned, errors = sweeps.plan(sweep, "clip", build)
+    assert planned == []
+    assert set(errors) == {"algorithm.clip_high"}
+    assert errors["algorithm.clip_high"].endswith("(in the sweep's run clip_high=0.1, seed=0, and 1 more)")
+    planned, errors = sweeps.plan(parsed({"fields": {"algorithm.clip_high": [0.28, 0.3]}}), " clip ", build)
+    assert errors == {} and [n for n, _, _ in planned] == ["clip · clip_high=0.28", "clip · clip_high=0.3"]
+    assert all(isinstance(c, RunConfig) for _, _, c in planned)
+    assert planned[1][2].algorithm.clip_high == 0.3
+    # a problem of the base itself, alike in every run, comes back as it is
+    _, errors = sweeps.plan(
+        sweep, "x", lambda combo: build_config(config={**base, "seed": "zero"}, overrides={})
+    )
+    assert errors == {"seed": "must be an integer, got 'zero'"}
+    _, errors = sweeps.plan(sweep, "x" * 190, build)
+    assert errors["name"].startswith("is too long for the sweep's run names")
+
+
+# ---- the form ----------------------------------------------------------------------------------------------
+
+
+def sweep_form(paths: dict[str, str], rows: list[dict[str, str]], **changes: str) -> dict[str, Any]:
+    from runs.forms import presets_data
+
+    values = {k: v for k, v in presets_data()["tiny_cpu"]["values"].items() if v is not False}
+    values = {k: ("on" if v is True else v) for k, v in values.items()}
+    columns = {f"sweep_{k}": [r.get(k, "") for r in rows] for k in sweeps.ROW_KEYS}
+    return {**values, **paths, "name": "sw", "preset": "tiny_cpu", "sweep_mode": "grid", "sweep_cap": "20",
+            "sweep_runs": "4", "sweep_seed": "0", **columns, **changes}  # fmt: skip
+
+
+def test_the_form_lists_the_runs_then_queues_them_as_one_group(
+    alice_client, paths, queued, django_capture_on_commit_callbacks
+):
+    rows = [{"field": "optim.lr", "kind": "list", "values": "1e-5, 3e-5"},
+            {"field": "algorithm.dynamic_sampling", "kind": "list", "values": "true, false"}]  # fmt: skip
+    form = sweep_form(paths, rows)
+    response = alice_client.post("/runs/new/sweep/", form)
+    html = response.content.decode()
+    assert response.status_code == 200 and 'id="sweep-confirm"' in html and "Queue 4 runs" in html
+    assert "sw · lr=1e-05, dynamic_sampling=true" in html and Run.objects.count() == 0 and queued == []
+    with django_capture_on_commit_callbacks(execute=True):
+        response = alice_client.post("/runs/new/sweep/", {**form, "sweep_confirm": "yes"})
+    runs = list(Run.objects.order_by("id"))
+    assert response.status_code == 302 and response["Location"] == "/runs/compare/?group=sw"
+    assert [r.name for r in runs] == [
+        "sw · lr=1e-05, dynamic_sampling=true", "sw · lr=1e-05, dynamic_sampling=false",
+        "sw · lr=3e-05, dynamic_sampling=true", "sw · lr=3e-05, dynamic_sampling=false",
+    ]  # fmt: skip
+    assert {r.group for r in runs} == {"sw"} and {r.status for r in runs} == {Status.QUEUED}
+    assert [(r.config["optim"]["lr"], r.config["algorithm"]["dynamic_sampling"]) for r in runs] == [
+        (1e-5, True),
+        (1e-5, False),
+        (3e-5, True),
+        (3e-5, False),
+    ]
+    base = get_preset("tiny_cpu").with_overrides(paths)
+    assert (
+        runs[0].config
+        == base.with_overrides({"optim.lr": 1e-5, "algorithm.dynamic_sampling": True}).to_dict()
+    )
+    assert queued == [("launch_run", r.pk) for r in runs] and {r.preset for r in runs} == {"tiny_cpu"}
+    # a random sweep from the form: a range on a log scale, drawn with the seed
+    rows = [{"field": "optim.lr", "kind": "range", "low": "1e-6", "high": "1e-4", "scale": "log"}]
+    form = sweep_form(paths, rows, sweep_mode="random", sweep_runs="3", sweep_seed="7", name="rnd")
+    with django_capture_on_commit_callbacks(execute=True):
+        alice_client.post("/runs/new/sweep/", {**form, "sweep_confirm": "yes"})
+    drawn = [r.config["optim"]["lr"] for r in Run.objects.filter(group="rnd").order_by("id")]
+    log_lr = {"optim.lr": {"low": 1e-6, "high": 1e-4, "scale": "log"}}
+    expected = sweeps.expand(parsed({"mode": "random", "runs": 3, "seed": 7, "fields": log_lr}))
+    assert drawn == [c["optim.lr"] for c in expected] and len(set(drawn)) == 3
+
+
+def test_the_form_refuses_a_bad_sweep_and_queues_nothing(alice_client, paths, queued):
+    big = [{"field": "seed", "values": "0, 1, 2, 3, 4, 5"}, {"field": "rollout.n", "values": "2, 4, 8, 16"}]
+    cases = [
+        (big, {}, "the grid has 6 × 4 = 24 runs, more than the cap of 20"),
+        ([{"field": "optim.lr", "values": "1e-5, fast"}], {}, "&#x27;fast&#x27;: must be a number"),
+        ([{"field": "algorithm.clip_high", "values": "0.28, 0.1"}], {"sweep_confirm": "yes"},
+         "in the sweep&#x27;s run clip_high=0.1"),
+        ([], {}, "name the fields to vary"),
+        ([{"field": "optim.lr", "kind": "range", "low": "1e-6", "high": ""}], {"sweep_mode": "random"},
+         "give the range&#x27;s low and high as numbers"),
+        ([{"field": "seed", "values": "1, 2"}], {"optim.lr": "fast"}, "must be a number"),
+    ]  # fmt: skip
+    for rows, changes, words in cases:
+        response = alice_client.post("/runs/new/sweep/", sweep_form(paths, rows, **changes))
+        html = response.content.decode()
+        assert response.status_code == 400 and "The sweep was not queued" in html, words
+        assert words in html, (words, html[html.find("sweep-errors") - 200 :][:2000])
+        assert 'id="sweep-panel" open' in html and 'id="sweep-confirm"' not in html
+    assert Run.objects.count() == 0 and queued == []
+
+
+def test_the_new_run_page_offers_the_sweep_panel(alice_client):
+    html = alice_client.get("/runs/new/").content.decode()
+    assert 'id="sweep-panel"' in html and 'formaction="/runs/new/sweep/"' in html
+    assert '<option value="optim.lr" data-type="float">' in html and 'value="data.val_paths"' not in html
+
+
+# ---- the API ---------------------------------------------------------------------------------------------
+
+
+def test_the_api_queues_a_sweep_as_one_group(api, paths, queued, django_capture_on_commit_callbacks):
+    body = {"name": "api-sweep", "preset": "tiny_cpu", "overrides": {**paths, "optim.lr": 5e-5},
+            "sweep": {"mode": "grid", "fields": {"rollout.n": [4, 8], "seed": [0, 1, 2]}}}  # fmt: skip
+    preview = api.post("/api/sweeps/", {**body, "dry_run": True}, format="json")
+    assert preview.status_code == 200 and preview.json()["count"] == 6 and preview.json()["queued"] is False
+    assert preview.json()["runs"][1] == {
+        "name": "api-sweep · n=4, seed=1",
+        "values": {"rollout.n": 4, "seed": 1},
+    }
+    assert Run.objects.count() == 0
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.post("/api/sweeps/", body, format="json")
+    data = response.json()
+    assert response.status_code == 201 and data["group"] == "api-sweep" and data["count"] == 6
+    assert data["compare_url"] == "/runs/compare/?group=api-sweep"
+    runs = list(Run.objects.order_by("id"))
+    assert [r["id"] for r in data["runs"]] == [r.pk for r in runs] and len(queued) == 6
+    assert {r.config["optim"]["lr"] for r in runs} == {5e-5}
+    assert [(r.config["rollout"]["n"], r.config["seed"]) for r in runs] == list(
+        itertools.product([4, 8], [0, 1, 2])
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "words"),
+    [
+        ({"sweep": {"fields": {"algorithm.clip_high": [0.28, 0.1]}}}, "algorithm.clip_high", "clip_high=0.1"),
+        ({"sweep": {"fields": {"seed": list(range(25))}}}, "sweep.cap", "25 runs, more than the cap of 20"),
+        ({"sweep": None}, "sweep", "must be an object"),
+        ({"name": ""}, "name", "give the run a name"),
+        ({"overrides": [1]}, "overrides", "must be an object"),
+        ({"dry_run": "yes"}, "dry_run", "true or false"),
+        ({"colour": "red"}, "colour", "unknown field"),
+        ({"overrides": {"data.train_path": "/etc/passwd"}}, "data.train_path", "dataset roots"),
+    ],
+)
+def test_the_api_refuses_a_bad_sweep_and_queues_nothing(api, paths, queued, change, key, words):
+    body = {"name": "s", "preset": "tiny_cpu", "overrides": paths, "sweep": {"fields": {"seed": [0, 1]}}}
+    response = api.post("/api/sweeps/", {**body, **change}, format="json")
+    assert response.status_code == 400 and words in response.json()["errors"][key], response.json()
+    assert Run.objects.count() == 0 and queued == []
+
+
+def test_the_api_needs_credentials(client):
+    assert client.post("/api/sweeps/", {}, content_type="application/json").status_code in (401, 403)
+
+
+# ---- the group page's data ---------------------------------------------------------------------------------
+
+
+def test_the_group_page_gets_each_runs_values_and_the_metric(
+    alice_client, bob_client, alice, paths, queued, django_capture_on_commit_callbacks
+):
+    from runs.sweep_views import queue
+
+    sweep = parsed({"fields": {"optim.lr": [1e-5, 2e-5, 4e-5]}})
+    base = get_preset("tiny_cpu").with_overrides(paths)
+    planned = [(f"g · {sweeps.label(c)}", c, base.with_overrides(c)) for c in sweeps.expand(sweep)]
+    group, runs = queue(alice, "g", planned)
+    for k, run in enumerate(runs[:2]):
+        for step, value in ((1, 0.2 + k), (2, 0.9 + k), (3, 0.5 + k), (4, math.nan)):
+            run.record_step(StepReport(step=step, metrics={"val/acc/mean@4": value}, wall_time=1.0 + step))
+    response = alice_client.get("/runs/compare/sweep/", {"group": group, "metric": "val/acc/mean@4"})
+    data = response.json()
+    assert response.status_code == 200 and data["metric"] == "val/acc/mean@4"
+    assert data["fields"] == [{"name": "optim.lr", "values": [1e-5, 2e-5, 4e-5]}]
+    got = [(r["id"], r["last"], r["last_step"], r["max"], r["min"]) for r in data["runs"]]
+    assert got == [
+        (runs[0].pk, None, 4, 0.9, 0.2),
+        (runs[1].pk, None, 4, 1.9, 1.2),
+        (runs[2].pk, None, None, None, None),
+    ]
+    runs[0].record_step(StepReport(step=5, metrics={"val/acc/mean@4": 0.7}, wall_time=9.0))
+    data = alice_client.get("/runs/compare/sweep/", {"group": group, "metric": "val/acc/mean@4"}).json()
+    assert data["runs"][0]["last"] == 0.7 and data["runs"][0]["last_step"] == 5
+    page = alice_client.get("/runs/compare/", {"group": group}).content.decode()
+    assert 'id="sweep"' in page and "js/compare_sweep.js" in page
+    assert bob_client.get("/runs/compare/sweep/", {"group": group, "metric": "x"}).status_code == 404
+    ids = f"{runs[0].pk},{runs[1].pk}"
+    assert bob_client.get("/runs/compare/sweep/", {"ids": ids, "metric": "x"}).status_code == 404
+    assert alice_client.get("/runs/compare/sweep/", {"group": group}).status_code == 400
+    assert alice_client.get("/runs/compare/sweep/", {"group": group, "metric": "m\x00"}).status_code == 400
