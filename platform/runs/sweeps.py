@@ -299,6 +299,8 @@ def text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)  # the shortest text that reads back as this exact number
+    if isinstance(value, str) and any(ord(c) < 32 for c in value):
+        return repr(value)  # a run's name holds no control character
     return str(value)
 
 
@@ -317,7 +319,9 @@ def plan(
         return [], {"sweep.runs": f"{drawn}: widen the ranges or ask for fewer"}
     longest = max(len(SEP + label(c)) for c in combos)
     if len(name.strip()) + longest > NAME_LIMIT:
-        most = max(NAME_LIMIT - longest, 0)
+        most = NAME_LIMIT - longest
+        if most < 1:
+            return [], {"sweep.fields": f"the runs' values make names longer than {NAME_LIMIT} characters"}
         return [], {"name": f"is too long for the sweep's run names ({most} characters at most)"}
     planned: Planned = []
     failures: list[tuple[str, Errors]] = []

@@ -334,3 +334,16 @@ def test_the_group_page_gets_each_runs_values_and_the_metric(
     assert bob_client.get("/runs/compare/sweep/", {"ids": ids, "metric": "x"}).status_code == 404
     assert alice_client.get("/runs/compare/sweep/", {"group": group}).status_code == 400
     assert alice_client.get("/runs/compare/sweep/", {"group": group, "metric": "m\x00"}).status_code == 400
+
+
+def test_a_runs_name_states_its_values_exactly_and_as_text():
+    values = {"optim.lr": 3.14159265e-5, "rollout.temperature": 0.7, "validation.temperature": 1.0,
+              "algorithm.clip_c": None, "data.reward_pattern": "x\ny",
+              "algorithm.dynamic_sampling": False}  # fmt: skip
+    assert sweeps.label(values) == (
+        "lr=3.14159265e-05, rollout.temperature=0.7, validation.temperature=1.0, clip_c=none, "
+        "reward_pattern='x\\ny', dynamic_sampling=false"
+    )
+    long = parsed({"fields": {"data.reward_pattern": ["a" * 190, "b"]}})
+    _, errors = sweeps.plan(long, "x", lambda combo: (None, {}))
+    assert errors == {"sweep.fields": "the runs' values make names longer than 200 characters"}
