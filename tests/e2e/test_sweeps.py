@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import ARTIFACTS, daphne_page
+from tests.e2e.support import ARTIFACTS, VIEWPORT, daphne_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300), pytest.mark.django_db(transaction=True)]
 
@@ -62,6 +62,10 @@ def test_a_small_sweep_from_the_form_to_its_parallel_coordinates(alice, tmp_path
         rows.nth(1).locator(".sweep-field").select_option("seed")
         rows.nth(1).locator(".sweep-values").fill("0, 1")
         expect(page.locator("#sweep-count")).to_have_text("4 runs (2 × 2), within the cap of 20.")
+        page.set_viewport_size({"width": 390, "height": 844})  # the open panel fits a phone
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        page.locator("#sweep-panel").screenshot(path=str(ARTIFACTS / "sweep-0-phone.png"))
+        page.set_viewport_size(VIEWPORT)
         page.click("#sweep-add")  # a third row, left empty: ignored
         expect(rows).to_have_count(3)
         page.fill("#sweep-cap", "3")
