@@ -347,3 +347,32 @@ def test_a_runs_name_states_its_values_exactly_and_as_text():
     long = parsed({"fields": {"data.reward_pattern": ["a" * 190, "b"]}})
     _, errors = sweeps.plan(long, "x", lambda combo: (None, {}))
     assert errors == {"sweep.fields": "the runs' values make names longer than 200 characters"}
+
+
+def test_a_sweep_is_queued_all_or_none(api, paths, queued, monkeypatch, django_capture_on_commit_callbacks):
+    real = Run.create_queued.__func__
+    calls = []
+
+    def fail_at_the_third(cls, **kw):
+        calls.append(kw["name"])
+        if len(calls) == 3:
+            raise RuntimeError("database went away")
+        return real(cls, **kw)
+
+    monkeypatch.setattr(Run, "create_queued", classmethod(fail_at_the_third))
+    body = {
+        "name": "s",
+        "preset": "tiny_cpu",
+        "overrides": paths,
+        "sweep": {"fields": {"seed": [0, 1, 2, 3]}},
+    }
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError):
+        api.post("/api/sweeps/", body, format="json")
+    assert len(calls) == 3 and Run.objects.count() == 0 and queued == []
+
+
+def test_the_api_reference_shows_the_sweep_endpoint(api, alice_client):
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/json").content.decode()
+    assert "/api/sweeps/" in schema and "dry_run" in schema
+    assert "/api/sweeps/" in alice_client.get("/api/docs/").content.decode()
+    assert alice_client.get("/runs/new/sweep/").status_code == 405
