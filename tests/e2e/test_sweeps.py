@@ -110,4 +110,8 @@ def test_a_small_sweep_from_the_form_to_its_parallel_coordinates(alice, tmp_path
         expect(chart.locator(".axis-title").last).to_have_text("val/acc/mean@4 (highest)")
         expect(page.locator("#sweep-body tr").first.locator("td").last).to_have_text("0.9")
         page.locator("#sweep").screenshot(path=str(ARTIFACTS / "sweep-2-parcoords.png"))
+        page.emulate_media(color_scheme="dark")  # the axes' text follows the theme
+        fill = chart.locator(".axis-title").first.evaluate("el => getComputedStyle(el).fill")
+        assert fill == "rgb(226, 232, 240)", fill
+        page.locator("#sweep").screenshot(path=str(ARTIFACTS / "sweep-3-parcoords-dark.png"))
         assert errors == []
