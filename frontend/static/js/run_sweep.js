@@ -89,6 +89,12 @@
     update();
   });
   panel.addEventListener("input", count);
+  // Enter in the panel asks for the sweep (which lists its runs first), never the single run's Launch
+  panel.addEventListener("keydown", (e) => {
+    if (e.key !== "Enter" || e.target.tagName !== "INPUT") return;
+    e.preventDefault();
+    $("launch-sweep").click();
+  });
   mode.addEventListener("change", update);
 
   // What the confirmation lists is what was posted: an edit after it withdraws it (post again to see).
