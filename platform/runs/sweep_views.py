@@ -147,7 +147,7 @@ class SweepCreate(APIView):
         body = request.data if isinstance(request.data, dict) else None
         if body is None:
             return _invalid({"body": "must be a JSON object"})
-        unknown = sorted(str(k)[:100] for k in body if k not in BODY_KEYS)
+        unknown = sorted(sweeps.shown_key(k) for k in body if k not in BODY_KEYS)
         if unknown:
             return _invalid({k: f"unknown field; valid fields: {', '.join(BODY_KEYS)}" for k in unknown})
         dry_run = body.get("dry_run", False)

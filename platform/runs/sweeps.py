@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dapo.config import RunConfig, shown
+from dapo.config import RunConfig, is_unicode, shown
 from runs import forms
 
 MODES = ("grid", "random")
@@ -146,6 +146,12 @@ def _int(raw: Any, key: str, low: int, high: int, errors: Errors) -> int:
     return raw
 
 
+def shown_key(key: Any, limit: int = 100) -> str:
+    """A key the user sent, as an error's key: cut, and a lone surrogate escaped (no JSON answer or page
+    could be encoded with it)."""
+    return str(key)[:limit].encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _axes(raw: Any, mode: str, errors: Errors) -> list[Axis]:
     if not isinstance(raw, Mapping) or not raw:
         errors["sweep.fields"] = 'name the fields to vary: {"optim.lr": [1e-5, 2e-5], ...}'
@@ -156,7 +162,7 @@ def _axes(raw: Any, mode: str, errors: Errors) -> list[Axis]:
     known = field_types()
     axes = []
     for name, spec in raw.items():
-        key = f"sweep.fields.{str(name)[:100]}"
+        key = f"sweep.fields.{shown_key(name)}"
         f = known.get(name) if isinstance(name, str) else None
         if f is None:
             listed = isinstance(name, str) and any(g["name"] == name for g in forms.fields())
@@ -299,8 +305,8 @@ def text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)  # the shortest text that reads back as this exact number
-    if isinstance(value, str) and any(ord(c) < 32 for c in value):
-        return repr(value)  # a run's name holds no control character
+    if isinstance(value, str) and (any(ord(c) < 32 for c in value) or not is_unicode(value)):
+        return repr(value)  # a run's name (and an error naming the run) holds no control character
     return str(value)
 
 
@@ -376,7 +382,7 @@ def from_form(state: dict[str, Any]) -> tuple[dict[str, Any], Errors]:
         name = row["field"].strip()
         if not name:
             continue
-        key = f"sweep.fields.{name[:100]}"
+        key = f"sweep.fields.{shown_key(name)}"
         if name in fields:
             errors[key] = "is chosen twice: give each field once, with all its values"
             continue

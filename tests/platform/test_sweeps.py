@@ -5,6 +5,7 @@ run's, all or none), and the group page's data for the parallel-coordinates char
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from typing import Any
 
@@ -376,3 +377,24 @@ def test_the_api_reference_shows_the_sweep_endpoint(api, alice_client):
     assert "/api/sweeps/" in schema and "dry_run" in schema
     assert "/api/sweeps/" in alice_client.get("/api/docs/").content.decode()
     assert alice_client.get("/runs/new/sweep/").status_code == 405
+
+
+@pytest.mark.parametrize(
+    ("body", "key", "words"),
+    [
+        ('{"name": "s", "preset": "tiny_cpu", "sweep": {"fields": {"\\ud800": [1]}}}', "sweep.fields.\\ud800",
+         "unknown field"),
+        ('{"name": "s", "\\ud800": 1}', "\\ud800", "unknown field"),
+        ('{"name": "s", "preset": "tiny_cpu", "sweep": {"fields": '
+         '{"data.reward_fn": ["math_dapo", "\\ud800"]}}}',
+         "data.reward_fn", "(in the sweep's run reward_fn='\\ud800')"),
+        ('{"name": "s", "preset": "tiny_cpu", "sweep": {"fields": {"seed": [0, 1], "optim.lr": [1e999]}}}',
+         "sweep.fields.optim.lr", "is not a finite number"),
+        ('[1]', "body", "must be a JSON object"),
+    ],
+)  # fmt: skip
+def test_hostile_sweep_bodies_are_a_400_never_a_500(api, paths, queued, body, key, words):
+    body = body.replace('"preset": "tiny_cpu"', '"preset": "tiny_cpu", "overrides": ' + json.dumps(paths))
+    response = api.post("/api/sweeps/", body, content_type="application/json")
+    assert response.status_code == 400 and words in response.json()["errors"][key], response.json()
+    assert Run.objects.count() == 0 and queued == []
