@@ -364,7 +364,7 @@ def form_state(post: Any = None) -> dict[str, Any]:
             dict(zip(ROW_KEYS, cells, strict=False))
             for cells in itertools.zip_longest(*columns, fillvalue="")
         ]
-        rows = [r for r in rows if r["field"].strip()]
+        rows = [r for r in rows if r["field"].strip()][: MAX_FIELDS + 1]  # one too many is enough to refuse
         scalars = {k: post.get(f"sweep_{k}", "") for k in ("mode", "runs", "seed", "cap")}
     blank = dict.fromkeys(ROW_KEYS, "")
     rows += [dict(blank, kind="list", scale="log") for _ in range(max(FORM_ROWS - len(rows), 1))]

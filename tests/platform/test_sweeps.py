@@ -234,6 +234,8 @@ def test_the_form_refuses_a_bad_sweep_and_queues_nothing(alice_client, paths, qu
         ([{"field": "optim.lr", "kind": "range", "low": "1e-6", "high": ""}], {"sweep_mode": "random"},
          "give the range&#x27;s low and high as numbers"),
         ([{"field": "seed", "values": "1, 2"}], {"optim.lr": "fast"}, "must be a number"),
+        ([{"field": name, "values": "1"} for name in list(sweeps.field_types())[:20]], {},
+         "vary at most 8 fields at once (got 9)"),
     ]  # fmt: skip
     for rows, changes, words in cases:
         response = alice_client.post("/runs/new/sweep/", sweep_form(paths, rows, **changes))
@@ -241,6 +243,7 @@ def test_the_form_refuses_a_bad_sweep_and_queues_nothing(alice_client, paths, qu
         assert response.status_code == 400 and "The sweep was not queued" in html, words
         assert words in html, (words, html[html.find("sweep-errors") - 200 :][:2000])
         assert 'id="sweep-panel" open' in html and 'id="sweep-confirm"' not in html
+        assert html.count('class="sweep-row"') <= sweeps.MAX_FIELDS + 2  # and one blank row
     assert Run.objects.count() == 0 and queued == []
 
 
