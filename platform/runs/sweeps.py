@@ -4,7 +4,7 @@ A sweep is {"mode": "grid" | "random", "fields": {dotted name: [values] | {"low"
 "runs": N (random), "seed": S (random), "cap": C}: the same structure from the API's body and from the
 new-run form (``from_form`` turns the form's text into it). ``parse`` checks it; ``expand`` gives the runs'
 values; ``plan`` builds every run's config through the single run's own validation (the caller's
-``build``), and refuses the whole sweep when one combination is invalid. runs.sweep_views queues them in
+``build``), and refuses the whole sweep when one combination is invalid. compare.sweep_views queues them in
 one transaction: nothing is queued unless every run is valid.
 
 - grid: the product of the lists, in the order the fields are given (the last field varies fastest);
@@ -23,6 +23,8 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from config.params import BadInteger, to_int
 
 from dapo.config import RunConfig, is_unicode, shown
 from runs import forms
@@ -137,13 +139,11 @@ def _distinct(axes: list[Axis]) -> int | None:
 
 
 def _int(raw: Any, key: str, low: int, high: int, errors: Errors) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        errors[key] = f"must be an integer, got {shown(raw)}"
+    try:
+        return to_int(raw, key, low=low, high=high)
+    except BadInteger as e:
+        errors[key] = e.reason
         return low
-    if not low <= raw <= high:
-        errors[key] = f"must be between {low} and {high}, got {raw}"
-        return low
-    return raw
 
 
 def shown_key(key: Any, limit: int = 100) -> str:
@@ -187,7 +187,7 @@ def _axis(f: dict[str, Any], spec: Any, mode: str, key: str, errors: Errors) -> 
     if len(spec) > MAX_VALUES:
         errors[key] = f"at most {MAX_VALUES} values (got {len(spec)})"
         return None
-    values = []
+    values: list[Any] = []
     for value in spec:
         problem = value_error(f, value)
         if problem:
@@ -213,22 +213,23 @@ def _range(f: dict[str, Any], spec: Mapping[str, Any], key: str, errors: Errors)
     if unknown:
         errors[key] = f"unknown key {unknown[0]!r} in a range; valid keys: low, high, scale"
         return None
-    low, high, scale = spec.get("low"), spec.get("high"), spec.get("scale", "linear")
-    for bound, name in ((low, "low"), (high, "high")):
+    bounds, scale = (spec.get("low"), spec.get("high")), spec.get("scale", "linear")
+    for bound, name in zip(bounds, ("low", "high"), strict=True):
         problem = value_error({**f, "nullable": False}, bound)
         if problem:
             errors[key] = f"{name} {shown(bound)} {problem}"
             return None
+    low, high = (float(b) for b in bounds if b is not None)  # numbers: value_error said so
     if scale not in SCALES:
         errors[key] = f"scale must be linear or log, got {shown(scale)}"
         return None
     if not low < high:
-        errors[key] = f"low ({low}) must be below high ({high})"
+        errors[key] = f"low ({bounds[0]}) must be below high ({bounds[1]})"
         return None
     if scale == "log" and low <= 0:
-        errors[key] = f"a log scale needs low above 0, got {low}"
+        errors[key] = f"a log scale needs low above 0, got {bounds[0]}"
         return None
-    return Axis(field=f["name"], low=float(low), high=float(high), scale=scale, integer=f["type"] == "int")
+    return Axis(field=f["name"], low=low, high=high, scale=scale, integer=f["type"] == "int")
 
 
 def value_error(f: dict[str, Any], value: Any) -> str:
@@ -398,9 +399,9 @@ def from_form(state: dict[str, Any]) -> tuple[dict[str, Any], Errors]:
                 fields[name] = [_form_value(f, part) for part in _split(row["values"])]
             except ValueError as e:
                 errors[key] = str(e)
-    sweep: dict[str, Any] = {"mode": mode, "fields": fields, "cap": _form_int(state["cap"])}
+    sweep: dict[str, Any] = {"mode": mode, "fields": fields, "cap": state["cap"]}  # parse reads the text
     if mode == "random":
-        sweep |= {"runs": _form_int(state["runs"]), "seed": _form_int(state["seed"])}
+        sweep |= {"runs": state["runs"], "seed": state["seed"]}
     return sweep, errors
 
 
@@ -443,14 +444,6 @@ def _form_number(text: str) -> float | int | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
-
-
-def _form_int(text: str) -> Any:
-    text = (text or "").strip()
-    try:
-        return int(text)
-    except ValueError:
-        return text  # parse says it is not an integer, showing what was typed
 
 
 def field_menu() -> list[dict[str, Any]]:

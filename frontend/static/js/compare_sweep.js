@@ -57,9 +57,7 @@
       line: { color: metric, colorscale: "Viridis", reversescale: state.value === "min", showscale: true,
         colorbar: { thickness: 12, len: 0.8 } },
       labelangle: dims.length > 6 ? -20 : 0, labelside: "top" };
-    const layout = { height: 380, margin: { l: 70, r: 70, t: dims.length > 6 ? 90 : 60, b: 24 },
-      font: { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#334155" },
-      paper_bgcolor: "#fff", plot_bgcolor: "#fff" };
+    const layout = window.dapoCharts.layout({ height: 380, margin: { l: 70, r: 70, t: dims.length > 6 ? 90 : 60, b: 24 } });
     const config = { displaylogo: false, responsive: true,
       toImageButtonOptions: { format: "png", filename: `sweep-${state.metric}`.replace(/[^A-Za-z0-9_.@-]+/g, "_"), scale: 2 } };
     Plotly.react(chart, [trace], layout, config);
