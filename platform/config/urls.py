@@ -17,6 +17,7 @@ urlpatterns = [
     path("runs/", include("compare.urls")),  # /runs/compare/, /runs/new/ladder/, /runs/<id>/metrics.csv
     path("datasets/", include("catalog.urls")),
     path("api/", include("runs.api_urls")),
+    path("api/", include("compare.api_urls")),  # /api/sweeps/
 ]
 
 if settings.HAS_SPECTACULAR:

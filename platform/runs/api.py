@@ -12,6 +12,8 @@ GET  /api/runs/<id>/export/          the run's exports and their state (queued, 
 GET  /api/runs/<id>/log/             ?offset=|tail=: the run's log in chunks of whole lines (runs.log_views)
 POST /api/evaluations/               {"name", "base_model" | "checkpoint", "datasets", "n"?}: an evaluation
                                      run, no training (runs.evaluations)
+POST /api/sweeps/                    a run's body plus {"sweep": {...}, "dry_run"?}: a grid or random sweep
+                                     queued as one run group (compare.sweep_views)
 
 The same reference as a page: /api/docs/ (runs.api_docs); as OpenAPI: /api/schema/.
 """

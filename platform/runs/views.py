@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dapo.config import flatten
-from runs import forms
+from runs import forms, sweeps
 from runs.access import run_for
 from runs.configuring import build_config, validate_name
 from runs.events import publish, status_event
@@ -98,6 +98,7 @@ def render_new(
     parent: Run | None,
     status: int = 200,
     ladder_runs: list[str] | None = None,
+    sweep: dict[str, Any] | None = None,
 ) -> HttpResponse:
     checkpoints, pruned = fork_choices(parent) if parent else ([], [])
     raw_source = request.GET.get("from")
@@ -114,6 +115,9 @@ def render_new(
         "checkpoints": checkpoints,
         "pruned_steps": pruned,
         "ladder_runs": ladder_runs or [],
+        "sweep": sweep or sweeps.form_state(),  # the sweep panel (compare.sweep_views): as posted, or empty
+        "sweep_fields": sweeps.field_menu(),
+        "sweep_limits": {"max_runs": sweeps.MAX_RUNS, "max_fields": sweeps.MAX_FIELDS},
         "base_models": BaseModel.objects.all(),
         "datasets": Dataset.objects.all(),
     }
