@@ -78,6 +78,9 @@ class StepReport:
     """Unix time at the end of the step."""
     elapsed_s: float = 0.0
     """Seconds since the run (or its resumption) started."""
+    distributions: dict[str, list[float]] = field(default_factory=dict)
+    """Quantity (reward, length, advantage, entropy, ratio) to its quantiles at the levels
+    ``dapo.distributions.LEVELS`` (0, 5, ..., 100 percent) over the step's values."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

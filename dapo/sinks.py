@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from dapo.distributions import LEVELS
 from dapo.report import RunInfo, Sink, Status, StepReport
 
 KEY_METRICS = ("critic/score/mean", "train/acc/mean", "actor/entropy", "response_length/mean")
@@ -24,13 +25,14 @@ def headline_validation(metrics: dict[str, float]) -> dict[str, float]:
 
 
 class JsonlSink(Sink):
-    """Appends to ``metrics.jsonl`` (one line per step), ``samples.jsonl`` and ``events.jsonl``.
+    """Appends to ``metrics.jsonl`` (one line per step), ``samples.jsonl``, ``distributions.jsonl`` (a step's
+    quantiles, ``{"step", "levels", "quantiles": {name: [...]}}``) and ``events.jsonl``.
 
     On a resume, lines of steps at or after the resumed step are dropped first, so the files hold each
     step once, like the curves of an uninterrupted run.
     """
 
-    FILES = ("metrics.jsonl", "samples.jsonl", "events.jsonl")
+    FILES = ("metrics.jsonl", "samples.jsonl", "distributions.jsonl", "events.jsonl")
 
     def __init__(self, run_dir: str | Path) -> None:
         self.dir = Path(run_dir)
@@ -46,6 +48,9 @@ class JsonlSink(Sink):
 
     def on_step(self, report: StepReport) -> None:
         self._append("metrics.jsonl", {"step": report.step, "wall_time": report.wall_time, **report.metrics})
+        if report.distributions:
+            row = {"step": report.step, "levels": list(LEVELS), "quantiles": report.distributions}
+            self._append("distributions.jsonl", row)
         lines = [s.to_dict() for s in report.samples + report.val_samples]
         if lines:
             with open(self.dir / "samples.jsonl", "a", encoding="utf-8") as f:
