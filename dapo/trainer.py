@@ -31,6 +31,7 @@ from dapo.batching import Rollout, build_update_batch, make_rollouts, old_policy
 from dapo.config import RunConfig
 from dapo.data import encode_prompts, load_problems
 from dapo.distributions import pop_ratio_sketch, step_distributions
+from dapo.hardware import HardwareMonitor
 from dapo.report import RunInfo, RunResult, SampleRecord, Sink, Status, StepReport
 from dapo.rollout.base import SamplingParams
 from dapo.sampling import GroupBatchFiller, keep_groups
@@ -92,9 +93,13 @@ class Trainer:
         status: Status = "succeeded"
         error: str | None = None
         metrics: dict[str, float] = {}
+        monitor: HardwareMonitor | None = None
         try:
             self._setup()
             c = self.config
+            collect = getattr(self.backend, "hardware_samples", None)  # Ray: the actors' samples
+            emit = lambda samples: self._emit("on_hardware", samples)  # noqa: E731
+            monitor = HardwareMonitor(c.logging.hardware_interval_s, emit, collect=collect).start()
             self._emit(
                 "on_start",
                 RunInfo(
@@ -118,6 +123,8 @@ class Trainer:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
             log.error("run failed at step %d:\n%s", self.step + 1, traceback.format_exc())
         finally:
+            if monitor is not None:
+                monitor.stop()
             if self._backend is None and hasattr(self, "backend"):
                 self.backend.close()
         self._emit("on_finish", status, error)
