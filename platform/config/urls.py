@@ -3,12 +3,13 @@ from django.contrib import admin
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 from django.views.generic import RedirectView
-from runs import account
+from runs import account, notify_views
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/runs/", permanent=False)),
     path("accounts/", include("django.contrib.auth.urls")),
     path("accounts/token/", account.api_token, name="api-token"),
+    path("accounts/notifications/", notify_views.notification_settings, name="notification-settings"),
     path("admin/", admin.site.urls),
     path("runs/", include("runs.urls")),
     path("datasets/", include("catalog.urls")),
