@@ -5,6 +5,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from runs import account, notify_views
 
+from config import params  # noqa: F401  registers the <id:...> path converter before the apps' URLs load
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/runs/", permanent=False)),
     path("accounts/", include("django.contrib.auth.urls")),
@@ -12,6 +14,8 @@ urlpatterns = [
     path("accounts/notifications/", notify_views.notification_settings, name="notification-settings"),
     path("admin/", admin.site.urls),
     path("runs/", include("runs.urls")),
+    path("runs/", include("inspector.urls")),  # /runs/<id>/samples/, /runs/<id>/problems/<index>/
+    path("runs/", include("compare.urls")),  # /runs/compare/, /runs/new/ladder/, /runs/<id>/metrics.csv
     path("datasets/", include("catalog.urls")),
     path("api/", include("runs.api_urls")),
 ]

@@ -70,20 +70,18 @@
   function plot(name, title) {
     const chart = chartFor(name, title);
     const s = data.get(name);
-    const layout = {
+    const layout = window.dapoCharts.layout({ // charts.js: the theme's colours
       margin: { l: 48, r: 10, t: 28, b: 30 }, height: 230, showlegend: false,
       title: { text: title, font: { size: 12 }, x: 0.02 },
-      font: { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#334155" },
-      xaxis: { title: { text: "" }, zeroline: false }, yaxis: { zeroline: false, tickformat: ".3~g" },
-      paper_bgcolor: "#fff", plot_bgcolor: "#fff",
-    };
+      xaxis: { title: { text: "" } }, yaxis: { tickformat: ".3~g" },
+    });
     const config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"],
       toImageButtonOptions: { format: "png", filename: `run-${initial.run.id}-distribution-${name}`, scale: 2 } };
     if (!s || !s.steps.length) {
       layout.xaxis = { visible: false }; layout.yaxis = { visible: false };
       const live = ["queued", "running"].includes(initial.run.status);
       layout.annotations = [{ text: live ? "waiting for the first training step" : "no distribution recorded",
-        showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.45, font: { size: 12, color: "#64748b" } }];
+        showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.45, font: { size: 12, color: window.dapoCharts.muted() } }];
       Plotly.react(chart.el, [], layout, config);
       chart.plotted = true;
       return;
@@ -101,7 +99,7 @@
       { type: "heatmap", x: s.steps, y: centres, z, colorscale: "Blues", reversescale: true, zmin: 0,
         showscale: false, hovertemplate: "step %{x}<br>value ≈ %{y:.4g}: %{z:.1f}% of the values<extra></extra>" },
       { type: "scatter", mode: s.steps.length < 40 ? "lines+markers" : "lines", x: s.steps,
-        y: s.quantiles.map((q) => q[median]), name: "median", line: { color: "#dc2626", width: 1.4 },
+        y: s.quantiles.map((q) => q[median]), name: "median", line: { color: window.dapoCharts.color(1), width: 1.4 },
         marker: { size: 4 }, hovertemplate: "step %{x}<br>median %{y:.4g}<extra></extra>" },
     ];
     Plotly.react(chart.el, traces, layout, config);

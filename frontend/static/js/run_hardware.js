@@ -15,7 +15,6 @@
     { key: "gpu_util", title: "GPU utilisation (%)", digits: ".0f", gpu: true },
     { key: "gpu_mem_used_gb", title: "GPU memory used (GB)", digits: ".2f", gpu: true, total: "gpu_mem_total_gb" },
   ];
-  const COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#be185d", "#4d7c0f"];
   const byWorker = new Map(); // worker -> [{time, values}] in time order
   const seen = new Set(); // "worker@time": a sample that came twice (snapshot and live) is drawn once
   const els = new Map();
@@ -58,17 +57,15 @@
         const pts = byWorker.get(w).filter((s) => s.values[spec.key] !== undefined);
         return { type: "scatter", mode: pts.length < 30 ? "lines+markers" : "lines", name: w,
           x: pts.map((s) => new Date(s.time * 1000)), y: pts.map((s) => s.values[spec.key]),
-          line: { width: 1.5, color: COLORS[i % COLORS.length] }, marker: { size: 4 },
+          line: { width: 1.5, color: window.dapoCharts.color(i) }, marker: { size: 4 },
           hovertemplate: `${window.dapoPlotText(w)}<br>%{x|%H:%M:%S}: %{y:${spec.digits}}<extra></extra>` };
       }).filter((t) => t.x.length);
-      const layout = {
+      const layout = window.dapoCharts.layout({ // charts.js: the theme's colours
         margin: { l: 44, r: 10, t: 28, b: 30 }, height: 230, showlegend: traces.length > 1,
         legend: { orientation: "h", y: -0.25, font: { size: 10 } },
         title: { text: spec.title, font: { size: 12 }, x: 0.02 },
-        font: { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#334155" },
-        xaxis: { type: "date", zeroline: false }, yaxis: { zeroline: false, rangemode: "tozero" },
-        paper_bgcolor: "#fff", plot_bgcolor: "#fff",
-      };
+        xaxis: { type: "date" }, yaxis: { rangemode: "tozero" },
+      });
       if (spec.total) { // the machine's (or the GPUs') total as the top of the axis
         const totals = names.flatMap((w) => byWorker.get(w).map((s) => s.values[spec.total])).filter((v) => v !== undefined);
         if (totals.length) layout.yaxis.range = [0, Math.max(...totals) * 1.02];
@@ -77,7 +74,7 @@
         const live = ["queued", "running"].includes(initial.run.status);
         layout.xaxis = { visible: false }; layout.yaxis = { visible: false };
         layout.annotations = [{ text: live ? "waiting for the first sample" : "no hardware sample recorded",
-          showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.45, font: { size: 12, color: "#64748b" } }];
+          showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.45, font: { size: 12, color: window.dapoCharts.muted() } }];
       }
       const config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"],
         toImageButtonOptions: { format: "png", filename: `run-${initial.run.id}-hardware-${spec.key}`, scale: 2 } };

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Avg, Count, Q
-
 from runs.models import Run, Sample
 
 MAX_OTHER_RUNS = 50
