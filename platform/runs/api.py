@@ -242,7 +242,7 @@ class RunDistributions(APIView):
         )
     )
     def get(self, request: Request, run_id: int) -> Response:
-        run = visible_run(request, run_id)
+        run = run_for(request, run_id)
         series = distribution_series(
             run,
             min_step=query_int(request, "min_step"),
@@ -265,7 +265,7 @@ class RunHardware(APIView):
         parameters=query_params(max_per_worker=(int, "Thin each worker's samples to about this many."))
     )
     def get(self, request: Request, run_id: int) -> Response:
-        run = visible_run(request, run_id)
+        run = run_for(request, run_id)
         limit = query_int(request, "max_per_worker", minimum=1) or HARDWARE_MAX_SAMPLES
         return Response({"run": run.pk, "samples": hardware_series(run, limit)})
 

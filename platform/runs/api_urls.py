@@ -17,7 +17,9 @@ urlpatterns = [
         login_not_required(api.RunDistributions.as_view()),
         name="api-run-distributions",
     ),
-    path("runs/<id:run_id>/hardware/", login_not_required(api.RunHardware.as_view()), name="api-run-hardware"),
+    path(
+        "runs/<id:run_id>/hardware/", login_not_required(api.RunHardware.as_view()), name="api-run-hardware"
+    ),
     path("runs/<id:run_id>/samples/", login_not_required(api.RunSamples.as_view()), name="api-run-samples"),
     path("runs/<id:run_id>/export/", login_not_required(api.RunExport.as_view()), name="api-run-export"),
     path("runs/<id:run_id>/log/", login_not_required(log_views.RunLog.as_view()), name="api-run-log"),
