@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from catalog.paths import PathError, check_data_path, check_model_path
 from celery import Task
@@ -234,7 +234,7 @@ class Reaper:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=type(self).__name__.lower(), daemon=True)
 
-    def start(self) -> Reaper:
+    def start(self) -> Self:
         self._thread.start()
         return self
 

@@ -3,9 +3,10 @@ the user's recent deliveries with their errors (runs.notifications)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import messages
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.http import HttpRequest, HttpResponse
@@ -27,24 +28,25 @@ MAX_STALL_MINUTES = 7 * 24 * 60
 
 @require_http_methods(["GET", "POST"])
 def notification_settings(request: HttpRequest) -> HttpResponse:
-    prefs = NotificationSettings.of(request.user)
+    user = cast(User, request.user)  # the login middleware lets no anonymous visitor here
+    prefs = NotificationSettings.of(user)
     if request.method == "POST":
         if request.POST.get("action") == "test":
             return _test(request, prefs)
-        values, errors = _parse(request.POST, request.user)
+        values, errors = _parse(request.POST, user)
         if errors:
             return _render(request, prefs, values, errors, status=400)
         prefs.webhook_url, prefs.email, prefs.stall_minutes = (
             values["webhook_url"], values["email"], values["stall_minutes"],
         )  # fmt: skip
         prefs.save()
-        if values["address"] != request.user.email:
-            request.user.email = values["address"]
-            request.user.save(update_fields=["email"])
+        if values["address"] != user.email:
+            user.email = values["address"]
+            user.save(update_fields=["email"])
         messages.info(request, "Notification settings saved.")
         return redirect("notification-settings")
     values = {"webhook_url": prefs.webhook_url, "email": prefs.email, "stall_minutes": prefs.stall_minutes,
-              "address": request.user.email}  # fmt: skip
+              "address": user.email}  # fmt: skip
     return _render(request, prefs, values, {})
 
 
@@ -101,6 +103,6 @@ def _render(
         "saved": prefs,
         "email_configured": email_configured(),
         "allowed": allowed_prefixes(),
-        "deliveries": Notification.objects.filter(user=request.user).select_related("run")[:20],
+        "deliveries": Notification.objects.filter(user=cast(User, request.user)).select_related("run")[:20],
     }
     return render(request, "runs/notifications.html", context, status=status)
