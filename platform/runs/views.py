@@ -19,7 +19,16 @@ from runs.configuring import build_config, validate_name
 from runs.events import publish, status_event
 from runs.model_exports import request_export, steps_on_disk
 from runs.models import Checkpoint, Run, Status
-from runs.series import PAGE_MAX_POINTS, list_row, metric_series, newest_samples
+from runs.records import DISTRIBUTION_LEVELS
+from runs.series import (
+    DISTRIBUTION_MAX_STEPS,
+    PAGE_MAX_POINTS,
+    distribution_series,
+    hardware_series,
+    list_row,
+    metric_series,
+    newest_samples,
+)
 from runs.starts import fork_choices, fork_problem, resume_step
 
 STATUS_NOTE = "status-note"
@@ -130,9 +139,13 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     data = {
         "run": run.state(),
         "metrics": metric_series(run, max_points=PAGE_MAX_POINTS),
+        "distributions": distribution_series(run, max_points=DISTRIBUTION_MAX_STEPS),
+        "levels": list(DISTRIBUTION_LEVELS),
+        "hardware": hardware_series(run),
         "samples": newest_samples(run),
     }
     context = {"run": run, "data": data, "config_json": run.config, "checkpoints": run.checkpoints.all()}
+    context["hardware_interval"] = (run.config.get("logging") or {}).get("hardware_interval_s", 5.0)
     context |= {"export_steps": steps_on_disk(run), "exports": run.model_exports.all()[:20]}
     return render(request, "runs/detail.html", context)
 
