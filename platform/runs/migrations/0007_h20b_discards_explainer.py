@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0005_run_kind"),
+        ("runs", "0006_h19c_distributions_hardware_notifications"),
     ]
 
     operations = [
