@@ -7,6 +7,7 @@ A backend offers the operations the trainer's loop needs; the loop is the same f
     compute_logprobs(prompts, responses)              old-policy log-probs and entropies
     update(batch) -> (metrics, ratios, entropies); after_update()    learners, then engines
     set_lr, state_dict / load_state_dict, save_pretrained, memory_stats, close
+    hardware_samples() -> samples the workers took since the last call (dapo.hardware; none in-process)
 
 One-step off-policy generation (``rollout.one_step_off_policy``) adds a behaviour copy of the policy:
 
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 from dapo.actor import PolicyActor, UpdateBatch, UpdateResult, _engine_options
 from dapo.batching import score_locally
 from dapo.config import DataConfig, RunConfig
+from dapo.report import HardwareSample
 from dapo.rollout import create_engine
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams
 
@@ -48,6 +50,7 @@ class Backend(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
     def save_pretrained(self, path: str | Path) -> None: ...
     def memory_stats(self) -> dict[str, float]: ...
+    def hardware_samples(self) -> list[HardwareSample]: ...
     def close(self) -> None: ...
 
 
@@ -116,6 +119,9 @@ class LocalBackend:
 
     def memory_stats(self) -> dict[str, float]:
         return self.actor.memory_stats()
+
+    def hardware_samples(self) -> list[HardwareSample]:
+        return []  # one process: the trainer's own monitor samples it
 
     def close(self) -> None:
         self.actor.engine.close()

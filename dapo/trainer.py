@@ -39,6 +39,8 @@ from dapo.backends import Backend, make_backend
 from dapo.batching import Rollout, build_update_batch, make_rollouts, old_policy_is_current, step_metrics
 from dapo.config import RunConfig
 from dapo.data import encode_prompts, load_problems
+from dapo.distributions import pop_ratio_sketch, step_distributions
+from dapo.hardware import HardwareMonitor
 from dapo.report import RunInfo, RunResult, SampleRecord, Sink, Status, StepReport
 from dapo.rollout.base import Completion, SamplingParams
 from dapo.sampling import GroupBatchFiller, keep_groups
@@ -129,9 +131,13 @@ class Trainer:
         status: Status = "succeeded"
         error: str | None = None
         metrics: dict[str, float] = {}
+        monitor: HardwareMonitor | None = None
         try:
             self._setup()
             c = self.config
+            collect = getattr(self.backend, "hardware_samples", None)  # Ray: the actors' samples
+            emit = lambda samples: self._emit("on_hardware", samples)  # noqa: E731
+            monitor = HardwareMonitor(c.logging.hardware_interval_s, emit, collect=collect).start()
             self._emit(
                 "on_start",
                 RunInfo(
@@ -156,6 +162,8 @@ class Trainer:
             log.error("run failed at step %d:\n%s", self.step + 1, traceback.format_exc())
         finally:
             self._stop_generating()
+            if monitor is not None:
+                monitor.stop()
             if self._backend is None and hasattr(self, "backend"):
                 self.backend.close()
         self._emit("on_finish", status, error)
@@ -189,14 +197,18 @@ class Trainer:
                     old_is_current=reuse,
                     return_entropy=self.off_policy,
                 )
-                actor_metrics, ratios, entropies = self.backend.update(update) if batch else ({}, {}, {})
+                result = self.backend.update(update) if batch else ({}, {}, {}, {})
+                actor_metrics, ratios, entropies, new_logps = result
                 self.backend.after_update()
             if self.off_policy:
                 with timer("wait_gen"):
                     self._finish_next_batch()
                 actor_metrics["rollout/staleness"] = float(staleness)
+            ratio_quantiles = pop_ratio_sketch(actor_metrics)
             for row, ratio in ratios.items():
                 batch[row].token_ratio = ratio
+            for row, logps in new_logps.items():  # the loss's old log-probs are these when reused
+                batch[row].new_logprobs = logps
             for row, entropy in entropies.items():  # the old policy's, when its forward was skipped
                 batch[row].entropy = entropy
             actor_metrics["actor/old_logprob_reused"] = float(reuse)
@@ -211,7 +223,7 @@ class Trainer:
                     self._save()
         metrics.update(timer.metrics(prefix="timing_s/"))
         metrics.update(self._timing(timer, batch))
-        self._report(metrics, rollouts, val_samples)
+        self._report(metrics, rollouts, val_samples, step_distributions(rollouts, batch, ratio_quantiles))
         return metrics
 
     # ---- phases -------------------------------------------------------------------------------
@@ -278,6 +290,9 @@ class Trainer:
         batch = filler.batch()
         for r in batch:
             r.kept = True
+        for g, reason in enumerate(filler.group_reasons()):  # groups arrive in the rollouts' order
+            for r in rollouts[g * G : (g + 1) * G]:
+                r.discard_reason = reason
         return filler, rollouts, batch
 
     # ---- one-step off-policy generation ------------------------------------------------------
@@ -433,10 +448,10 @@ class Trainer:
         )
         self._emit("on_checkpoint", self.step, str(path))
 
-    def _report(self, metrics: dict[str, float], rollouts: list[Rollout], val_samples: list) -> None:
-        limit = self.config.logging.samples_per_step
-        shown = rollouts if limit < 0 else rollouts[:limit]
-        samples = [r.record(self.tokenizer) for r in shown]
+    def _report(
+        self, metrics: dict[str, float], rollouts: list[Rollout], val_samples: list, distributions: dict
+    ) -> None:
+        samples = [r.record(self.tokenizer) for r in reported(rollouts, self.config)]
         self._emit(
             "on_step",
             StepReport(
@@ -446,6 +461,7 @@ class Trainer:
                 val_samples=val_samples,
                 wall_time=time.time(),
                 elapsed_s=time.time() - self.t0,
+                distributions=distributions,
             ),
         )
 
@@ -502,6 +518,19 @@ class Trainer:
         }
         out.update(self.backend.memory_stats())
         return out
+
+
+def reported(rollouts: list[Rollout], config: RunConfig) -> list[Rollout]:
+    """The step's samples handed to the sinks: all of them, or with ``logging.samples_per_step`` = N >= 0
+    whole groups up to N samples, the trained groups first, then the discarded ones in generation order
+    (the inspector shows how many of each reason were not stored, from the step's metrics)."""
+    limit = config.logging.samples_per_step
+    if limit < 0:
+        return rollouts
+    G = config.rollout.n
+    groups = [rollouts[i : i + G] for i in range(0, len(rollouts), G)]
+    groups.sort(key=lambda group: not group[0].kept)  # stable: generation order within each kind
+    return [r for group in groups[: limit // G] for r in group]
 
 
 FILTER_FIELD = {"acc": "acc", "score": "score", "seq_reward": "reward"}
