@@ -108,7 +108,7 @@ class PolicyActor:
                 device=str(self.device),
                 dtype=config.model.dtype,
                 seed=config.seed + rank,
-                **_engine_options(config, sleep=self.sleeps_between_rollouts),
+                **engine_options(config, sleep=self.sleeps_between_rollouts),
             )
         self.train_module: torch.nn.Module = self.model
         if self.fsdp:
@@ -409,7 +409,7 @@ def _pad_rows(rows: list[list[float]], width: int, device: torch.device) -> torc
     return torch.tensor([r + [0.0] * (width - len(r)) for r in rows], dtype=torch.float32, device=device)
 
 
-def _engine_options(config: RunConfig, *, sleep: bool = False) -> dict[str, Any]:
+def engine_options(config: RunConfig, *, sleep: bool = False) -> dict[str, Any]:
     r = config.rollout
     if r.engine == "vllm":
         return {

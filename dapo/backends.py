@@ -23,7 +23,7 @@ import copy
 from pathlib import Path
 from typing import Any, Protocol
 
-from dapo.actor import PolicyActor, UpdateBatch, UpdateResult, _engine_options
+from dapo.actor import PolicyActor, UpdateBatch, UpdateResult, engine_options
 from dapo.batching import score_locally
 from dapo.config import DataConfig, RunConfig
 from dapo.report import HardwareSample
@@ -100,7 +100,7 @@ class LocalBackend:
                 eos_token_ids=self.actor.eos_ids,
                 pad_token_id=self.actor.pad_id,
                 seed=self.config.seed,
-                **_engine_options(self.config),
+                **engine_options(self.config),
             )
             return
         self._behaviour.update_weights(self.actor.full_weights())
