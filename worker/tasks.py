@@ -28,6 +28,7 @@ from config.celery import app
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
+from runs.manage import remove_files
 from runs.models import Kind, Run, Status
 from runs.run_log import log_path
 
@@ -202,6 +203,9 @@ def launch_run(self: Task, run_id: int) -> str:
             log.exception("run %s failed", run_id)
             sink.on_finish("failed", f"{type(e).__name__}: {e}")
             return "failed"
+    if not Run.objects.filter(pk=run.pk).exists():  # deleted while it ran: remove what its last step wrote
+        remove_files(run.pk)
+        return "deleted"
     run.refresh_from_db()
     if run.status == Status.RUNNING and run.lease_owner == worker_id:  # the trainer did not call on_finish
         sink.on_finish(result.status, result.error)

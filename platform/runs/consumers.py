@@ -26,6 +26,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from redis.exceptions import RedisError
 
+from runs import access
 from runs.events import group_name
 from runs.models import Run
 from runs.series import snapshot
@@ -140,15 +141,16 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(message["event"])
 
     async def _send_snapshot(self, kind: str, after: int | None) -> None:
-        data = await database_sync_to_async(snapshot)(self.run, after)
+        try:
+            data = await database_sync_to_async(snapshot)(self.run, after)
+        except Run.DoesNotExist:  # deleted by its owner (runs.manage) while this socket was open
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
         await self.send_json({"type": kind, **data})
 
     @database_sync_to_async
     def _visible_run(self, user: Any, run_id: int | str) -> Run | None:
-        pk = _int_or_none(str(run_id))
-        if pk is None or not 0 < pk < 2**63:
-            return None
-        return Run.objects.visible_to(user).filter(pk=pk).first()
+        return access.run_or_none(user, run_id)
 
 
 def _catchup_step(text: str) -> int | None:

@@ -21,12 +21,12 @@ from django.views.decorators.http import require_GET
 
 from dapo.rewards import parse_names, parse_weights
 from runs import exports
+from runs.access import run_for
 from runs.models import Run, Sample
 from runs.records import distinct_ascending
 from runs.sample_filter import MAX_INT32, SORTS, BadQuery, NoSuchStep, SampleFilter, _choice
 from runs.sample_view import clip_params, mark_answer, token_view
 from runs.timeline import problem_timeline
-from runs.views import _run_for
 
 GROUPS_PER_PAGE = 10
 SAMPLES_PER_PAGE = 50
@@ -189,7 +189,7 @@ def _urls(run: Run) -> dict[str, str]:
 
 @require_GET
 def samples_page(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_for(request, run_id)
+    run = run_for(request.user, run_id)
     context: dict[str, Any] = {"run": run, "urls": _urls(run)}
     try:
         context["data"] = page_data(run, request.GET)
@@ -202,7 +202,7 @@ def samples_page(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_GET
 def samples_data(request: HttpRequest, run_id: int) -> JsonResponse:
-    run = _run_for(request, run_id)
+    run = run_for(request.user, run_id)
     try:
         return JsonResponse(page_data(run, request.GET))
     except BadQuery as exc:
@@ -213,7 +213,7 @@ def samples_data(request: HttpRequest, run_id: int) -> JsonResponse:
 
 @require_GET
 def samples_steps(request: HttpRequest, run_id: int) -> JsonResponse:
-    run = _run_for(request, run_id)
+    run = run_for(request.user, run_id)
     try:
         split = _choice(request.GET, "split", ("train", "val"))
     except BadQuery as exc:
@@ -225,7 +225,7 @@ def samples_steps(request: HttpRequest, run_id: int) -> JsonResponse:
 
 @require_GET
 def samples_export(request: HttpRequest, run_id: int, fmt: str) -> HttpResponse:
-    run = _run_for(request, run_id)
+    run = run_for(request.user, run_id)
     if fmt not in exports.FORMATS:
         raise Http404(f"No export format {fmt!r}: use one of {', '.join(exports.FORMATS)}.")
     try:
@@ -240,7 +240,7 @@ def samples_export(request: HttpRequest, run_id: int, fmt: str) -> HttpResponse:
 
 @require_GET
 def sample_page(request: HttpRequest, run_id: int, sample_pk: int) -> HttpResponse:
-    run = _run_for(request, run_id)
+    run = run_for(request.user, run_id)
     if not 0 < sample_pk <= MAX_INT32 * 2**32:
         raise Http404("No such sample.")
     sample = get_object_or_404(Sample, pk=sample_pk, run=run)
@@ -265,7 +265,7 @@ def sample_page(request: HttpRequest, run_id: int, sample_pk: int) -> HttpRespon
 
 @require_GET
 def problem_page(request: HttpRequest, run_id: int, problem_index: int) -> HttpResponse:
-    run = _run_for(request, run_id)
+    run = run_for(request.user, run_id)
     context: dict[str, Any] = {"run": run, "problem_index": problem_index, "split": "train"}
     try:
         split = _choice(request.GET, "split", ("train", "val"))

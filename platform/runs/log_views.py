@@ -17,9 +17,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from runs.api import extend_schema, query_int, query_params, visible_run
+from runs.access import run_for
+from runs.api import extend_schema, query_int, query_params
 from runs.run_log import log_path, read_chunk
-from runs.views import _run_for
 
 MAX_INT = 2**63 - 1
 
@@ -38,7 +38,7 @@ def _chunk(run_id: int, offset: int | None, tail: int | None, status: str) -> di
 
 @require_GET
 def run_log(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_for(request, run_id)
+    run = run_for(request.user, run_id)
     try:
         offset = _query(request.GET.get("offset"), "offset")
         tail = _query(request.GET.get("tail"), "tail")
@@ -49,7 +49,7 @@ def run_log(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_GET
 def run_log_download(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_for(request, run_id)
+    run = run_for(request.user, run_id)
     path = log_path(run.pk)
     if not path.is_file():
         return HttpResponse(
@@ -85,7 +85,7 @@ class RunLog(APIView):
         )
     )
     def get(self, request: Request, run_id: int) -> Response:
-        run = visible_run(request, run_id)
+        run = run_for(request.user, run_id)
         offset = query_int(request, "offset", minimum=0)
         tail = query_int(request, "tail", minimum=0)
         if offset is not None and tail is not None:

@@ -16,9 +16,9 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
+from runs.access import run_for
 from runs.compare import _chosen, _guarded, resolve_runs
 from runs.models import MetricPoint, Run
-from runs.views import _run_for
 
 CSV_HEADER = ["run_id", "run_name", "step", "wall_time", "metric", "value"]
 CSV_CHUNK = 5000
@@ -34,7 +34,7 @@ def compare_csv(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def run_metrics_csv(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_for(request, run_id)
+    run = run_for(request.user, run_id)
     names = _chosen(request.GET.get("metrics", ""), [], [run])
     return _csv_response([run], names, f"run-{run.pk}")
 

@@ -21,6 +21,7 @@ from django.utils import timezone
 from runs import dispatch
 from runs.model_exports import ExportStatus, ModelExport
 from runs.records import Checkpoint, MetricPoint, Sample, clean_metrics
+from runs.saved import SavedComparison, SavedView
 
 if TYPE_CHECKING:
     from dapo.config import RunConfig
@@ -50,10 +51,11 @@ class LeaseLost(Exception):
 
 class RunQuerySet(models.QuerySet["Run"]):
     def visible_to(self, user: Any) -> RunQuerySet:
-        """Runs a user may see and control: their own; a superuser sees all; an anonymous user none."""
-        if not user.is_authenticated:
-            return self.none()
-        return self if user.is_superuser else self.filter(owner=user)
+        """Runs a user may read: ``runs.access.readable`` (their own, those shared with them; a superuser
+        all; an anonymous user none). Kept for callers of the old name; the rule lives in runs.access."""
+        from runs import access
+
+        return access.readable(self, user)
 
 
 class Run(models.Model):
@@ -94,6 +96,20 @@ class Run(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    # ---- management and sharing (runs.manage, runs.access) ----
+    tags = models.JSONField(default=list, blank=True, help_text="Short labels (runs.manage.clean_tags).")
+    notes = models.TextField(blank=True, help_text="Markdown, shown rendered without raw HTML.")
+    archived = models.BooleanField(default=False, db_index=True, help_text="Hidden from the default list.")
+    resumed_steps = models.JSONField(
+        default=list, blank=True, help_text="First step of each attempt that resumed from a checkpoint."
+    )
+    shared_users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="runs_shared_with", help_text="Read-only."
+    )
+    shared_groups = models.ManyToManyField(
+        "auth.Group", blank=True, related_name="runs_shared_with", help_text="Read-only, every member."
+    )
 
     objects = RunQuerySet.as_manager()
 
@@ -188,7 +204,11 @@ class Run(models.Model):
         self.attempt_started_at = now
         self.attempt_start_step = info.start_step
         self.total_steps = info.total_steps
-        self.save(update_fields=["started_at", "attempt_started_at", "attempt_start_step", "total_steps"])
+        fields = ["started_at", "attempt_started_at", "attempt_start_step", "total_steps"]
+        if info.start_step > (self.fork_step or 0) + 1 and info.start_step not in self.resumed_steps:
+            self.resumed_steps = [*self.resumed_steps, info.start_step]  # a marker on the run page's curves
+            fields.append("resumed_steps")
+        self.save(update_fields=fields)
 
     def record_step(self, report: StepReport, *, worker_id: str | None = None) -> None:
         """Write a step's metrics, samples and progress in one transaction. A replayed step (a redelivered
@@ -252,7 +272,8 @@ class Run(models.Model):
             lease_owner="",
             lease_expires=None,
         )
-        self.refresh_from_db()
+        if Run.objects.filter(pk=self.pk).exists():  # a run deleted meanwhile (runs.manage) stays gone
+            self.refresh_from_db()
         return bool(won)
 
     def cancel_requested_now(self) -> bool:
@@ -350,7 +371,20 @@ class Run(models.Model):
             "eta_s": self.eta_s(),
             "last_checkpoint_step": self.last_checkpoint_step,
             "latest_metrics": self.latest_metrics,
+            "tags": list(self.tags or []),
+            "archived": self.archived,
+            "markers": self.markers(),
         }
+
+    def markers(self) -> list[dict[str, Any]]:
+        """Where the curves change hands: the step a fork starts after, and each resume from a checkpoint."""
+        out = []
+        if self.parent_id is not None and self.fork_step is not None:
+            out.append({"step": self.fork_step, "kind": "fork",
+                        "label": f"forked from #{self.parent_id} at step {self.fork_step}"})  # fmt: skip
+        for step in self.resumed_steps or []:
+            out.append({"step": step - 1, "kind": "resume", "label": f"resumed after step {step - 1}"})
+        return out
 
 
 __all__ = [
@@ -365,4 +399,6 @@ __all__ = [
     "clean_metrics",
     "ModelExport",
     "ExportStatus",
+    "SavedView",
+    "SavedComparison",
 ]

@@ -7,16 +7,21 @@ from typing import Any
 
 from catalog.models import BaseModel, Dataset
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.contrib.auth.models import Group
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dapo.config import flatten
-from runs import forms
+from runs import access, forms
 from runs.configuring import build_config, validate_name
 from runs.events import publish, status_event
+from runs.listing import ListError, listed_runs
+from runs.manage import render_notes, sharing
+from runs.manage_views import saved_comparisons, saved_views
 from runs.model_exports import request_export, steps_on_disk
 from runs.models import Checkpoint, Run, Status
+from runs.run_filter import column_values
 from runs.series import PAGE_MAX_POINTS, list_row, metric_series, newest_samples
 from runs.starts import fork_choices, fork_problem, resume_step
 
@@ -25,27 +30,32 @@ STATUS_NOTE = "status-note"
 it speaks of has changed, so it never stays beside a status that says otherwise."""
 
 
-def _run_for(request: HttpRequest, run_id: int) -> Run:
-    """The run if this user may see it; 404 otherwise (another user's run looks missing)."""
-    if not 0 < run_id < 2**63:
-        raise Http404("No such run.")
-    return get_object_or_404(
-        Run.objects.visible_to(request.user).select_related("owner", "parent"), pk=run_id
-    )
+def _run_for(request: HttpRequest, run_id: int, *, write: bool = False) -> Run:
+    """The run if this user may read it (404 otherwise); ``write``: 403 for a read-only share."""
+    return access.run_for(request.user, run_id, write=write, related=("owner", "parent"))
+
+
+LIST_ROWS = 100
 
 
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
-    status = request.GET.get("status", "")
-    query = request.GET.get("q", "").replace("\x00", "").strip()
-    runs = Run.objects.visible_to(request.user).select_related("owner")
-    if status in Status.values:
-        runs = runs.filter(status=status)
-    if query:
-        runs = runs.filter(name__icontains=query)
-    rows = [list_row(run) for run in runs[:100]]
-    context = {"rows": rows, "status": status, "q": query, "statuses": Status.values}
-    return render(request, "runs/list.html", context)
+    """The runs list: status, name, archive state, a filter expression, a sort and extra columns (the same
+    parameters as GET /api/runs/); a parameter it cannot read is shown beside its box, with no rows."""
+    params = {k: request.GET.get(k, "").replace("\x00", "") for k in LIST_PARAMS}
+    error: dict[str, str] = {}
+    try:
+        runs, columns = listed_runs(request.user, params)
+        rows = [{**list_row(run), "columns": column_values(run, columns)} for run in runs[:LIST_ROWS]]
+    except ListError as e:
+        error, rows, columns = {"field": e.field, "message": str(e)}, [], []
+    context = {"rows": rows, "statuses": Status.values, "error": error,
+               "views": saved_views(request.user), "comparisons": saved_comparisons(request.user),
+               "list_data": {"rows": rows, "columns": columns, "error": error}, **params}  # fmt: skip
+    return render(request, "runs/list.html", context, status=400 if error else 200)
+
+
+LIST_PARAMS = ("status", "q", "filter", "sort", "columns", "archived", "view")
 
 
 @require_http_methods(["GET", "POST"])
@@ -135,13 +145,19 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     }
     context = {"run": run, "data": data, "config_json": run.config, "checkpoints": run.checkpoints.all()}
     context |= {"export_steps": steps_on_disk(run), "exports": run.model_exports.all()[:20]}
+    owner = access.can_write(request.user, run)
+    parent_visible = run.parent_id is not None and access.run_or_none(request.user, run.parent_id) is not None
+    groups = Group.objects.order_by("name") if owner else []
+    context |= {"can_write": owner, "notes_html": render_notes(run.notes), "parent_visible": parent_visible,
+                "tags_text": ", ".join(run.tags or []), "all_groups": groups,
+                **({"sharing": sharing(run)} if owner else {})}  # fmt: skip
     return render(request, "runs/detail.html", context)
 
 
 @require_POST
 def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
     """The run page's "Export model": queue an export of one of its checkpoints into the model catalog."""
-    run = _run_for(request, run_id)
+    run = _run_for(request, run_id, write=True)
     step, name = request.POST.get("step", "").strip(), request.POST.get("name", "")
     export, errors = request_export(run, request.user, step=step or None, name=name or None)
     if export is None:
@@ -155,7 +171,7 @@ def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_for(request, run_id)
+    run = _run_for(request, run_id, write=True)
     outcome = run.request_cancel()
     publish(run.pk, status_event(run))
     messages.info(
@@ -170,7 +186,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_POST
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_for(request, run_id)
+    run = _run_for(request, run_id, write=True)
     step, problem = resume_step(run)
     if step is not None and run.resume():
         publish(run.pk, status_event(run))
