@@ -227,6 +227,8 @@ class RunDetail(APIView):
 
     @extend_schema(request=RunPatchSerializer, responses={200: RunSerializer})
     def patch(self, request: Request, run_id: int) -> Response:
+        """Rename, tag, annotate (markdown notes), archive or share a run you own. Every field is checked
+        first (types, lengths, known users and groups): a 400 names each bad one and nothing changes."""
         run = visible_run(request, run_id, write=True)
         changes, errors = manage.validate_changes(run, request.data)
         if errors:
@@ -238,6 +240,8 @@ class RunDetail(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, run_id: int) -> Response:
+        """Delete a run you own with its metrics, samples, checkpoints, export records and files; a queued
+        or running run is cancelled first. Afterwards the run is a 404."""
         run = visible_run(request, run_id, write=True)
         manage.delete_run(run)
         return Response(status=status.HTTP_204_NO_CONTENT)

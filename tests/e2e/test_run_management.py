@@ -37,6 +37,9 @@ def test_manage_filter_save_view_delete_and_share(alice, queued, tmp_path, chrom
         runs[name] = run = Run.create_queued(owner=alice, name=name, config=config, preset="tiny_cpu")
         run.record_step(report(1, **{"val__acc/mean@4": acc}))
     small, big = runs["lr-small"], runs["lr-big"]
+    small.record_step(report(2, **{"val__acc/mean@4": 0.9}))
+    small.resumed_steps = [2]  # a resume after step 1: a marker on its charts
+    small.save(update_fields=["resumed_steps"])
     folder = tmp_path / "var" / "runs" / str(big.pk)  # daphne's DAPO_RUNS_DIR (stack.environment)
     folder.mkdir(parents=True)
     (folder / "weights.bin").write_bytes(b"w" * 1000)
@@ -52,9 +55,22 @@ def test_manage_filter_save_view_delete_and_share(alice, queued, tmp_path, chrom
         expect(page.locator("#run-tags .tag")).to_have_text(["baseline", "sweep"])
         expect(page.locator("#run-notes strong")).to_have_text("best so far")
         assert "<b>raw</b>" in page.text_content("#run-notes")  # as text, not as markup
+        page.locator("#health-charts").scroll_into_view_if_needed()  # charts draw once on screen
+        expect(page.locator("#health-charts .annotation-text", has_text="resume").first).to_be_visible()
         page.fill("#share-users", "bob")
         page.click("#share-save")
         expect(page.locator(".msg-info").first).to_contain_text("Shared read-only with bob")
+
+        # a comparison saved under a name, with its own URL, shared with bob
+        page.goto(f"{base}/runs/compare/?ids={small.pk},{big.pk}&smooth=0.2")
+        page.fill("#save-name", "lr study")
+        page.click("#compare-save")
+        page.wait_for_url(f"{base}/runs/compare/saved/**")
+        saved_url = page.url.split("?")[0]
+        expect(page.locator("#saved-name")).to_have_text("lr study")
+        page.fill("#compare-share-users", "bob")
+        page.click("#compare-share")
+        expect(page.locator(".msg-info").first).to_contain_text("Shared read-only")
 
         # filter by config and metric, pick columns, save the view; a filter it cannot read says why
         page.goto(f"{base}/runs/")
@@ -106,4 +122,8 @@ def test_manage_filter_save_view_delete_and_share(alice, queued, tmp_path, chrom
         expect(bob_page.locator("#read-only-note")).to_be_visible()
         expect(bob_page.locator("#live-indicator")).to_have_text("live")  # the websocket let him in
         assert bob_page.locator("#edit-form").count() == 0 and bob_page.locator("#cancel-form").count() == 0
+        bob_page.goto(saved_url)
+        expect(bob_page.locator("#saved-name")).to_have_text("lr study")
+        expect(bob_page.locator("#smoothing-value")).to_have_text("0.20")  # the saved settings
+        assert bob_page.locator("#compare-share-form").count() == 0
         assert not bob_errors, bob_errors
