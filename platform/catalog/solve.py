@@ -43,7 +43,7 @@ class Rate:
 def runs_using(dataset: Dataset, user: Any) -> dict[str, list[Run]]:
     """{"train": runs, "val": runs} of the runs this user can see that read that split from the dataset."""
     files = {"train": dataset.path, "val": dataset.val_path}
-    candidates = access.readable_runs(user).filter(
+    candidates = access.visible_runs(user).filter(
         Q(dataset=dataset) | Q(dataset__isnull=True, config__data__train_path=dataset.path)
     )
     used: dict[str, list[Run]] = {"train": [], "val": []}

@@ -5,22 +5,23 @@ a saved comparison is shared with, for the comparison's runs that its owner owns
 shares the curves in it, never a run its owner could only read). Write (rename, tag, notes, archive,
 share, cancel, resume, export, delete): the owner and a superuser only.
 
-Everyone else gets a 404 (another user's private run looks missing); a reader who tries to write gets a
-403 that says the run is shared read-only. Pages, the API and the websocket all ask here
-(``run_for``/``readable_runs``); nothing else filters runs by owner.
+Everyone else gets a 404 (another user's private run looks missing; the websocket closes as for a
+missing run), so an id tells a stranger nothing; a reader who tries to write gets a 403 that says the run
+is shared read-only. Pages, the API and the websocket all ask here (``run_for``, ``find_run``,
+``visible_runs``); ``Run.objects.visible_to`` delegates here too.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from config.params import int_or_none
 from django.core.exceptions import PermissionDenied
 from django.db.models import F, Q, QuerySet
-from django.http import Http404
+from django.http import Http404, HttpRequest
 
 from runs.models import Run, SavedComparison
 
-MAX_ID = 2**63 - 1
 READ_ONLY = "This run is shared with you read-only: only its owner can change it."
 
 
@@ -50,8 +51,8 @@ def readable(runs: QuerySet[Run], user: Any) -> QuerySet[Run]:
     return runs.filter(Q(owner=user) | Q(pk__in=by_name) | Q(pk__in=by_group) | Q(pk__in=in_comparison))
 
 
-def readable_runs(user: Any) -> QuerySet[Run]:
-    """Every run this user may read."""
+def visible_runs(user: Any) -> QuerySet[Run]:
+    """Every run ``user`` may read."""
     return readable(Run.objects.all(), user)
 
 
@@ -66,36 +67,23 @@ def can_write(user: Any, run: Run) -> bool:
     return bool(user is not None and user.is_authenticated and (user.is_superuser or run.owner_id == user.pk))
 
 
-def run_id_or_404(raw: Any) -> int:
-    """A URL's run id as an int the database can compare; 404 for anything else."""
-    try:
-        run_id = int(raw)
-    except (TypeError, ValueError):
-        raise Http404("No such run.") from None
-    if not 0 < run_id <= MAX_ID:
-        raise Http404("No such run.")
-    return run_id
+def find_run(user: Any, run_id: Any) -> Run | None:
+    """The run ``run_id`` (an int or its digits) if ``user`` may read it; None for anything else."""
+    pk = int_or_none(run_id)
+    if pk is None:
+        return None
+    return visible_runs(user).select_related("owner", "parent").filter(pk=pk).first()
 
 
-def run_for(user: Any, run_id: Any, *, write: bool = False, related: tuple[str, ...] = ()) -> Run:
-    """The run if ``user`` may read it (404 otherwise); with ``write``, 403 for a reader who is not its
-    owner. ``related``: select_related names."""
-    pk = run_id_or_404(run_id)
-    runs = readable_runs(user)
-    run = (runs.select_related(*related) if related else runs).filter(pk=pk).first()
+def run_for(request: HttpRequest | Any, run_id: Any, *, write: bool = False) -> Run:
+    """The run for this request's user, or ``Http404`` (the API answers it as 404 too); with ``write``,
+    ``PermissionDenied`` (403) for a reader who is not its owner."""
+    run = find_run(request.user, run_id)
     if run is None:
         raise Http404("No such run.")
-    if write and not can_write(user, run):
+    if write and not can_write(request.user, run):
         raise PermissionDenied(READ_ONLY)
     return run
-
-
-def run_or_none(user: Any, run_id: Any) -> Run | None:
-    """The run if ``user`` may read it, else None (the websocket closes with its not-found code)."""
-    try:
-        return run_for(user, run_id)
-    except Http404:
-        return None
 
 
 def readable_comparisons(user: Any) -> QuerySet[SavedComparison]:
@@ -109,11 +97,8 @@ def readable_comparisons(user: Any) -> QuerySet[SavedComparison]:
 
 def comparison_for(user: Any, comparison_id: Any, *, write: bool = False) -> SavedComparison:
     """A saved comparison this user may read (404 otherwise); with ``write``, 403 unless they own it."""
-    try:
-        pk = int(comparison_id)
-    except (TypeError, ValueError):
-        raise Http404("No such comparison.") from None
-    found = readable_comparisons(user).filter(pk=pk).first() if 0 < pk <= MAX_ID else None
+    pk = int_or_none(comparison_id)
+    found = readable_comparisons(user).filter(pk=pk).first() if pk is not None else None
     if found is None:
         raise Http404("No such comparison.")
     if write and not (user.is_superuser or found.owner_id == user.pk):

@@ -31,7 +31,7 @@ class ListError(ValueError):
 
 def listed_runs(user: Any, params: Mapping[str, Any]) -> tuple[QuerySet[Run] | list[Run], list[str]]:
     """(runs, columns) for the query ``params``; ListError(field, message) for a bad parameter."""
-    runs = access.readable_runs(user).select_related("owner")
+    runs = access.visible_runs(user).select_related("owner")
     status = params.get("status") or ""
     if status:
         if status not in Status.values:

@@ -61,7 +61,7 @@ class SavedComparison(models.Model):
         return self.name
 
     def get_absolute_url(self) -> str:
-        return reverse("runs:saved-comparison", args=[self.pk])
+        return reverse("compare:saved", args=[self.pk])
 
     def settings(self) -> dict[str, Any]:
         """The compare page's controls, as its query string names them."""

@@ -11,9 +11,7 @@
   const columns = initial.columns || []; // extra columns: config keys or metric names
   const sortInput = $("filter-sort");
 
-  function fmt(v, digits) {
-    return v === null || v === undefined ? "–" : Number(v).toFixed(digits);
-  }
+  const fmt = window.dapoCharts.fixed;
   function sparkline(values) {
     const ns = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(ns, "svg");

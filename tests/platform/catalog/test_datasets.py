@@ -30,7 +30,7 @@ from tests.platform.support import sample
 
 pytestmark = pytest.mark.django_db
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEMO_MODEL = REPO / "assets" / "demo" / "model"
 
 

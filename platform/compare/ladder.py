@@ -9,19 +9,20 @@ from typing import Any
 from urllib.parse import urlencode
 
 from catalog.models import BaseModel, Dataset
+from config.params import int_or_none
 from django.contrib import messages
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
-
-from dapo.config import ConfigError, RunConfig
-from dapo.presets import ablation_ladder
 from runs import forms
 from runs.configuring import build_config, validate_name
 from runs.models import Run
-from runs.views import _int, _render_new
+from runs.views import render_new
+
+from dapo.config import ConfigError, RunConfig
+from dapo.presets import ablation_ladder
 
 LADDER_SEP = " · "
 
@@ -41,20 +42,20 @@ def launch_ladder(request: HttpRequest) -> HttpResponse:
     preset = request.POST.get("preset", "")
     if errors:
         messages.error(request, "The ablation ladder was not queued: fix the fields marked below.")
-        return _render_new(request, values, errors, preset=preset, name=name, parent=None, status=400)
+        return render_new(request, values, errors, preset=preset, name=name, parent=None, status=400)
     if request.POST.get("ladder_confirm") != "yes":  # six runs from one click: say which, ask once more
         names = [f"{name}{LADDER_SEP}{rung}" for rung, _ in rungs]
-        return _render_new(request, values, {}, preset=preset, name=name, parent=None, ladder_runs=names)
+        return render_new(request, values, {}, preset=preset, name=name, parent=None, ladder_runs=names)
     picks = {
-        "base_model": BaseModel.objects.filter(pk=_int(request.POST.get("base_model"))).first(),
-        "dataset": Dataset.objects.filter(pk=_int(request.POST.get("dataset"))).first(),
+        "base_model": BaseModel.objects.filter(pk=int_or_none(request.POST.get("base_model")) or 0).first(),
+        "dataset": Dataset.objects.filter(pk=int_or_none(request.POST.get("dataset")) or 0).first(),
     }
     group = _free_group(request.user, name)
     with transaction.atomic():
         for rung, config in rungs:
             Run.create_queued(owner=request.user, name=f"{name}{LADDER_SEP}{rung}", config=config,
                               preset=rung, group=group, **picks)  # fmt: skip
-    return redirect(f"{reverse('runs:compare')}?{urlencode({'group': group})}")
+    return redirect(f"{reverse('compare:compare')}?{urlencode({'group': group})}")
 
 
 def _rungs(base: RunConfig, name: str) -> tuple[list[tuple[str, RunConfig]], dict[str, str]]:

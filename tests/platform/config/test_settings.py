@@ -12,7 +12,7 @@ import pytest
 from config.settings import env_bool, env_int, env_list
 from django.core.exceptions import ImproperlyConfigured
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_env_bool_accepts_the_usual_spellings_and_refuses_the_rest(monkeypatch):

@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dapo.config import AlgorithmConfig
 from runs.models import Run, Sample
+
+from dapo.config import AlgorithmConfig
 
 
 def clip_params(run: Run) -> dict[str, float | None]:

@@ -13,29 +13,29 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
 from django.views.decorators.http import require_GET
-
 from runs.access import run_for
-from runs.compare import _chosen, _guarded, resolve_runs
 from runs.models import MetricPoint, Run
+
+from compare.views import chosen_metrics, guarded, resolve_runs
 
 CSV_HEADER = ["run_id", "run_name", "step", "wall_time", "metric", "value"]
 CSV_CHUNK = 5000
 
 
 @require_GET
-@_guarded(html=True)
-def compare_csv(request: HttpRequest) -> HttpResponse:
+@guarded(html=True)
+def compare_csv(request: HttpRequest) -> StreamingHttpResponse:
     runs = resolve_runs(request)
     label = "-".join(str(r.pk) for r in runs) if "ids" in request.GET else f"group-{runs[0].group}"
-    return _csv_response(runs, _chosen(request.GET.get("metrics", ""), [], runs), f"compare-{label}")
+    return _csv_response(runs, chosen_metrics(request.GET.get("metrics", ""), [], runs), f"compare-{label}")
 
 
 @require_GET
-def run_metrics_csv(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = run_for(request.user, run_id)
-    names = _chosen(request.GET.get("metrics", ""), [], [run])
+def run_metrics_csv(request: HttpRequest, run_id: int) -> StreamingHttpResponse:
+    run = run_for(request, run_id)
+    names = chosen_metrics(request.GET.get("metrics", ""), [], [run])
     return _csv_response([run], names, f"run-{run.pk}")
 
 

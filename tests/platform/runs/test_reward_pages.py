@@ -18,7 +18,7 @@ from tests.platform.support import sample
 
 pytestmark = pytest.mark.django_db
 
-PLUGINS = Path(__file__).resolve().parents[1] / "dapo" / "reward_plugins"
+PLUGINS = Path(__file__).resolve().parents[2] / "dapo" / "reward_plugins"
 PARITY = "parity_plugin:LengthParity"
 
 

@@ -12,10 +12,10 @@ import re
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from runs import exports
-from runs.inspect import sample_steps
+from inspector import exports
+from inspector.sample_view import clip_flag, mark_answer
+from inspector.views import sample_steps
 from runs.models import Run, Sample
-from runs.sample_view import clip_flag, mark_answer
 
 from dapo.presets import get_preset
 from dapo.report import StepReport
@@ -201,7 +201,7 @@ def test_sorts_and_top_k(alice_client, stepped):
 
 
 def test_groups_rank_by_their_best_matching_sample_and_paginate(alice_client, stepped, monkeypatch):
-    from runs import inspect
+    from inspector import views as inspect
 
     data = _data(alice_client, stepped, step=3, sort="length_desc")
     assert [g["group"] for g in data["groups"]] == [3, 2, 1, 0]
@@ -557,7 +557,7 @@ def test_under_asgi_an_export_streams_chunk_by_chunk(alice, stepped, monkeypatch
 
 
 def test_links_back_to_a_group_open_the_page_that_holds_it(alice_client, stepped, monkeypatch):
-    from runs import inspect
+    from inspector import views as inspect
 
     monkeypatch.setattr(inspect, "GROUPS_PER_PAGE", 2)
     s = Sample.objects.get(run=stepped, split="train", step=3, sample_index=13)  # group 3: the second page

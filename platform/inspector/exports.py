@@ -21,19 +21,26 @@ from typing import IO, Any
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from runs.models import Run, Sample
 
-from runs.models import Run
-from runs.sample_filter import SampleFilter
+from inspector.sample_filter import SampleFilter
 
 MAX_ROWS = 100_000
 """Most rows one export holds; a larger selection is refused with a 400 that says how to narrow it."""
 CHUNK_ROWS = 500
 FIELDS = [
-    "run_id", "step", "split", "sample_index", "group", "problem_index", "prompt", "response",
-    "ground_truth", "pred", "score", "acc", "overlong_penalty", "reward", "advantage", "length",
-    "truncated", "kept",
-]  # fmt: skip
-TOKEN_FIELDS = ["tokens", "token_logprobs", "token_entropy", "token_ratio"]
+    "run_id",
+    "step",
+    "split",
+    "sample_index",
+    "group",
+    "problem_index",
+    "prompt",
+    "response",
+    *Sample.SCORING_FIELDS,
+]
+TOKEN_FIELDS = Sample.TOKEN_FIELDS
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 FORMATS = {
     "jsonl": "application/x-ndjson; charset=utf-8",
@@ -139,7 +146,7 @@ def too_many(qs: Any) -> bool:
 
 def export_response(
     request: HttpRequest, run: Run, f: SampleFilter, steps: list[int], fmt: str
-) -> HttpResponse:
+) -> HttpResponseBase:
     """The export of ``f``'s samples over ``steps`` (a ranked filter: its top/bottom k, in rank order)."""
     qs = f.queryset(run)
     if not f.rank and too_many(qs):

@@ -1,10 +1,10 @@
 """The rollout inspector's views: a step's prompt groups (filter, sort, top-k), one sample in full with its
 token view, a problem's pass rate across steps and runs, and the JSON the inspector page fetches.
 
-Every list of samples comes from ``SampleFilter`` (runs.sample_filter: the page, its JSON and the exports
+Every list of samples comes from ``SampleFilter`` (inspector.sample_filter: the page, its JSON and the exports
 alike). A list reads one step of one split, a range of the unique index (run, split, step, sample_index),
-and never the token arrays or whole texts: only the sample opened in full loads those (runs.sample_view).
-A problem's timeline is runs.timeline; the exports are runs.exports.
+and never the token arrays or whole texts: only the sample opened in full loads those (inspector.sample_view).
+A problem's timeline is inspector.timeline; the exports are inspector.exports.
 """
 
 from __future__ import annotations
@@ -12,30 +12,38 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+from config.params import INT32_MAX
 from django.db.models import Avg, BooleanField, Count, ExpressionWrapper, Max, Q, QuerySet
 from django.db.models.functions import Length, Substr
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
-
-from dapo.rewards import parse_names, parse_weights
-from runs import exports
 from runs.access import run_for
 from runs.models import Run, Sample
 from runs.records import distinct_ascending
-from runs.sample_filter import MAX_INT32, SORTS, BadQuery, NoSuchStep, SampleFilter, _choice
-from runs.sample_view import clip_params, mark_answer, token_view
-from runs.timeline import problem_timeline
+
+from dapo.rewards import parse_names, parse_weights
+from inspector import exports
+from inspector.sample_filter import SORTS, BadQuery, NoSuchStep, SampleFilter, choice
+from inspector.sample_view import clip_params, mark_answer, token_view
+from inspector.timeline import problem_timeline
 
 GROUPS_PER_PAGE = 10
 SAMPLES_PER_PAGE = 50
 PREVIEW_CHARS = 240
 PROMPT_CHARS = 1500
 ROW_FIELDS = [
-    "id", "step", "split", "sample_index", "group", "problem_index", "ground_truth", "pred", "score", "acc",
-    "overlong_penalty", "reward", "advantage", "length", "truncated", "kept", "reward_scores",
-]  # fmt: skip
+    "id",
+    "step",
+    "split",
+    "sample_index",
+    "group",
+    "problem_index",
+    *Sample.SCORING_FIELDS,
+    "reward_scores",
+]
 
 
 # ---- reads ----------------------------------------------------------------------------------------
@@ -96,6 +104,7 @@ def _matches(f: SampleFilter, qs: QuerySet[Sample]) -> list[Match]:
 
 def _page_rows(run: Run, f: SampleFilter, indexes: list[int]) -> list[dict[str, Any]]:
     """List rows of these samples of the step, in the order given (through the unique index)."""
+    assert f.step is not None  # one step's page: samples_data answers "all steps" before this
     rows = _rows(Sample.objects.filter(run=run, split=f.split, step=f.step, sample_index__in=indexes))
     position = {index: i for i, index in enumerate(indexes)}
     return sorted(rows, key=lambda row: position[row["sample_index"]])
@@ -104,6 +113,7 @@ def _page_rows(run: Run, f: SampleFilter, indexes: list[int]) -> list[dict[str, 
 def _groups(run: Run, f: SampleFilter, matches: list[Match]) -> tuple[list[dict[str, Any]], int]:
     """One page of the step's groups that have a matching sample, a group ranked by its first matching
     sample in sort order; each with its stats over all its samples, and its matching samples."""
+    assert f.step is not None  # one step's page: samples_data answers "all steps" before this
     order = list(dict.fromkeys(group for _, group, _ in matches))
     start = (f.page - 1) * GROUPS_PER_PAGE
     page = order[start : start + GROUPS_PER_PAGE]
@@ -122,7 +132,7 @@ def _groups(run: Run, f: SampleFilter, matches: list[Match]) -> tuple[list[dict[
         )
         .order_by()
     )
-    by_group = {s["group"]: {**s, "samples": []} for s in stats}
+    by_group: dict[int, dict[str, Any]] = {s["group"]: {**s, "samples": []} for s in stats}
     shown = set(page)
     for row in _page_rows(run, f, [index for index, group, _ in matches if group in shown]):
         by_group[row["group"]]["samples"].append(row)
@@ -136,7 +146,7 @@ def _groups(run: Run, f: SampleFilter, matches: list[Match]) -> tuple[list[dict[
 
 def page_data(run: Run, params: QueryDict) -> dict[str, Any]:
     """Everything the inspector shows for these query parameters (the page embeds it, its JS fetches it)."""
-    split = _choice(params, "split", ("train", "val"))
+    split = choice(params, "split", ("train", "val"))
     steps = sample_steps(run, split)
     f = SampleFilter.from_query(params, default_step=steps[-1] if steps else None)
     other = "val" if split == "train" else "train"
@@ -177,32 +187,32 @@ def page_data(run: Run, params: QueryDict) -> dict[str, Any]:
 
 def _urls(run: Run) -> dict[str, str]:
     return {
-        "page": reverse("runs:samples", args=[run.pk]),
-        "data": reverse("runs:samples-data", args=[run.pk]),
-        "steps": reverse("runs:samples-steps", args=[run.pk]),
+        "page": reverse("inspector:samples", args=[run.pk]),
+        "data": reverse("inspector:samples-data", args=[run.pk]),
+        "steps": reverse("inspector:samples-steps", args=[run.pk]),
         "run": reverse("runs:detail", args=[run.pk]),
-        "sample": reverse("runs:sample", args=[run.pk, 0]).rsplit("0/", 1)[0],
-        "problem": reverse("runs:problem", args=[run.pk, 0]).rsplit("0/", 1)[0],
-        "export": reverse("runs:samples-export", args=[run.pk, "jsonl"]).rsplit(".jsonl", 1)[0],
+        "sample": reverse("inspector:sample", args=[run.pk, 0]).rsplit("0/", 1)[0],
+        "problem": reverse("inspector:problem", args=[run.pk, 0]).rsplit("0/", 1)[0],
+        "export": reverse("inspector:samples-export", args=[run.pk, "jsonl"]).rsplit(".jsonl", 1)[0],
     }
 
 
 @require_GET
 def samples_page(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = run_for(request.user, run_id)
+    run = run_for(request, run_id)
     context: dict[str, Any] = {"run": run, "urls": _urls(run)}
     try:
         context["data"] = page_data(run, request.GET)
     except BadQuery as exc:
-        return render(request, "runs/samples.html", {**context, "error": str(exc)}, status=400)
+        return render(request, "inspector/samples.html", {**context, "error": str(exc)}, status=400)
     except NoSuchStep as exc:
-        return render(request, "runs/samples.html", {**context, "error": str(exc)}, status=404)
-    return render(request, "runs/samples.html", context)
+        return render(request, "inspector/samples.html", {**context, "error": str(exc)}, status=404)
+    return render(request, "inspector/samples.html", context)
 
 
 @require_GET
 def samples_data(request: HttpRequest, run_id: int) -> JsonResponse:
-    run = run_for(request.user, run_id)
+    run = run_for(request, run_id)
     try:
         return JsonResponse(page_data(run, request.GET))
     except BadQuery as exc:
@@ -213,9 +223,9 @@ def samples_data(request: HttpRequest, run_id: int) -> JsonResponse:
 
 @require_GET
 def samples_steps(request: HttpRequest, run_id: int) -> JsonResponse:
-    run = run_for(request.user, run_id)
+    run = run_for(request, run_id)
     try:
-        split = _choice(request.GET, "split", ("train", "val"))
+        split = choice(request.GET, "split", ("train", "val"))
     except BadQuery as exc:
         return JsonResponse({"error": str(exc)}, status=400)
     return JsonResponse(
@@ -224,8 +234,8 @@ def samples_steps(request: HttpRequest, run_id: int) -> JsonResponse:
 
 
 @require_GET
-def samples_export(request: HttpRequest, run_id: int, fmt: str) -> HttpResponse:
-    run = run_for(request.user, run_id)
+def samples_export(request: HttpRequest, run_id: int, fmt: str) -> HttpResponseBase:
+    run = run_for(request, run_id)
     if fmt not in exports.FORMATS:
         raise Http404(f"No export format {fmt!r}: use one of {', '.join(exports.FORMATS)}.")
     try:
@@ -240,9 +250,7 @@ def samples_export(request: HttpRequest, run_id: int, fmt: str) -> HttpResponse:
 
 @require_GET
 def sample_page(request: HttpRequest, run_id: int, sample_pk: int) -> HttpResponse:
-    run = run_for(request.user, run_id)
-    if not 0 < sample_pk <= MAX_INT32 * 2**32:
-        raise Http404("No such sample.")
+    run = run_for(request, run_id)
     sample = get_object_or_404(Sample, pk=sample_pk, run=run)
     same_step = Sample.objects.filter(run=run, split=sample.split, step=sample.step)
     before = same_step.filter(sample_index__lt=sample.sample_index).order_by("-sample_index")
@@ -260,23 +268,23 @@ def sample_page(request: HttpRequest, run_id: int, sample_pk: int) -> HttpRespon
         "previous": before.values_list("id", flat=True).first(),
         "next": after.values_list("id", flat=True).first(),
     }
-    return render(request, "runs/sample.html", context)
+    return render(request, "inspector/sample.html", context)
 
 
 @require_GET
 def problem_page(request: HttpRequest, run_id: int, problem_index: int) -> HttpResponse:
-    run = run_for(request.user, run_id)
+    run = run_for(request, run_id)
     context: dict[str, Any] = {"run": run, "problem_index": problem_index, "split": "train"}
     try:
-        split = _choice(request.GET, "split", ("train", "val"))
+        split = choice(request.GET, "split", ("train", "val"))
     except BadQuery as exc:
-        return render(request, "runs/problem.html", {**context, "error": str(exc)}, status=400)
+        return render(request, "inspector/problem.html", {**context, "error": str(exc)}, status=400)
     context["split"] = split
-    samples = Sample.objects.filter(run=run, split=split, problem_index=min(problem_index, MAX_INT32))
+    samples = Sample.objects.filter(run=run, split=split, problem_index=min(problem_index, INT32_MAX))
     example = samples.only("prompt", "ground_truth").order_by("-step").first()
-    if example is None or problem_index > MAX_INT32:
+    if example is None or problem_index > INT32_MAX:
         error = f"Problem {problem_index} has no {split} samples in run #{run.pk}."
-        return render(request, "runs/problem.html", {**context, "error": error}, status=404)
+        return render(request, "inspector/problem.html", {**context, "error": error}, status=404)
     timeline = problem_timeline(run, request.user, split, problem_index)
     this = [s for s in timeline["series"] if s["this"]]
     table = [
@@ -292,7 +300,7 @@ def problem_page(request: HttpRequest, run_id: int, problem_index: int) -> HttpR
         others=[_summary(s) for s in others],
         chart={"series": timeline["series"], "split": split},
     )
-    return render(request, "runs/problem.html", context)
+    return render(request, "inspector/problem.html", context)
 
 
 def reward_parts(run: Run, sample: Sample) -> list[dict[str, Any]]:

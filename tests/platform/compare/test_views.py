@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from runs import compare, metrics_csv
+from compare import metrics_csv
+from compare import views as compare
 from runs.models import MetricPoint, Run, Status
 
 from dapo.presets import ABLATION_LADDER, ablation_ladder, get_preset

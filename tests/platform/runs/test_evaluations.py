@@ -12,7 +12,7 @@ import torch
 from catalog.models import BaseModel, Dataset
 from runs.models import Checkpoint, Kind, MetricPoint, Run, Sample, Status
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -194,7 +194,7 @@ def test_further_validation_files_are_confined_to_the_dataset_roots(api, alice_r
 def test_the_new_run_form_takes_several_validation_files(alice_client, catalog, paths, queued):
     """data.val_paths is a comma-separated field of the new-run form (the catalog multi-select fills it);
     the page offers each catalog dataset's validation file."""
-    from tests.platform.test_views import _form
+    from tests.platform.runs.test_views import _form
 
     page = alice_client.get("/runs/new/").content.decode()
     assert 'id="f-val-datasets"' in page and f'data-file="{catalog["files"][1]}"' in page

@@ -1,5 +1,5 @@
 """Comparing runs: the compare page and its data, the config diff, and one validation problem side by side.
-The metrics CSV (runs.metrics_csv) picks its runs and metrics here too; the ablation ladder is runs.ladder.
+The metrics CSV (compare.metrics_csv) picks its runs and metrics here too; ablation ladders: compare.ladder.
 
 GET  /runs/compare/?ids=1,2,3 | ?group=NAME   the page (curves of the default metrics embedded)
 GET  /runs/compare/data/?ids=...&metrics=a,b   curves of any metric set, every run in one answer
@@ -12,11 +12,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
+from config.params import DB_ID_MAX, INT32_MAX, BadInteger, int_param
 from django.db import connection
 from django.db.models import Count, Max
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -24,12 +24,12 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
-
-from dapo.config import ConfigError, RunConfig, config_diff, flatten
 from runs import access
 from runs.models import MetricPoint, Run, Sample
 from runs.records import distinct_ascending
 from runs.series import metric_series
+
+from dapo.config import ConfigError, RunConfig, config_diff, flatten
 
 MAX_RUNS = 30
 MAX_METRICS = 40
@@ -40,8 +40,9 @@ DEFAULT_METRICS = ["critic/score/mean", "response_length/mean", "actor/entropy"]
 TOKEN_METRICS = ("train/response_length/mean", "train/num_prompts_generated")
 """Generated tokens of a step = mean response length over every sample generated (groups dropped by dynamic
 sampling included) × prompts generated × rollout.n (dapo.batching.step_metrics, dapo.sampling)."""
-COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#65a30d",
-          "#475569", "#ea580c"]  # fmt: skip
+SERIES_COLOURS = 10
+"""Runs are drawn in the colours --series-1 .. --series-10 of app.css (charts.js reads them): a run's
+``series`` number picks one; past ten runs the dash changes."""
 DASHES = ["solid", "dash", "dot"]
 
 
@@ -60,7 +61,7 @@ def resolve_runs(request: HttpRequest) -> list[Run]:
     raw_ids, group = request.GET.get("ids"), request.GET.get("group")
     if "\x00" in (raw_ids or "") + (group or ""):
         raise CompareError(400, "The query contains a NUL character.")
-    visible = access.readable_runs(request.user).select_related("owner")
+    visible = access.visible_runs(request.user).select_related("owner")
     if raw_ids is None and group:
         runs = list(visible.filter(group=group).order_by("created_at", "id")[: MAX_RUNS + 1])
         if not runs:
@@ -69,7 +70,7 @@ def resolve_runs(request: HttpRequest) -> list[Run]:
             raise CompareError(400, f"The group {group!r} has more than {MAX_RUNS} runs: pick some by ?ids=.")
         return runs
     ids = parse_ids(raw_ids)
-    found = {run.pk: run for run in visible.filter(pk__in=[i for i in ids if 0 < i < 2**63])}
+    found = {run.pk: run for run in visible.filter(pk__in=[i for i in ids if 0 < i <= DB_ID_MAX])}
     for i in ids:
         if i not in found:
             raise CompareError(404, f"No run #{i} among your runs.")
@@ -90,7 +91,7 @@ def parse_ids(raw: str | None) -> list[int]:
     return list(dict.fromkeys(int(p) for p in parts))  # duplicates once, first order kept
 
 
-def _guarded(html: bool) -> Callable:
+def guarded(html: bool) -> Callable:
     """Turn a CompareError into a page (html) or {"detail": message} with its status."""
 
     def wrap(view: Callable) -> Callable:
@@ -100,7 +101,7 @@ def _guarded(html: bool) -> Callable:
                 return view(request, *args, **kwargs)
             except CompareError as e:
                 if html:
-                    return render(request, "runs/compare.html", {"error": e.message}, status=e.status)
+                    return render(request, "compare/compare.html", {"error": e.message}, status=e.status)
                 return JsonResponse({"detail": e.message}, status=e.status)
 
         return inner
@@ -119,7 +120,7 @@ def run_info(run: Run, index: int) -> dict[str, Any]:
         "id": run.pk, "name": run.name, "url": reverse("runs:detail", args=[run.pk]),
         "preset": run.preset, "group": run.group, "seed": config.get("seed"), "config_key": same_but_seed,
         "status": run.status, "step": run.step, "total_steps": run.total_steps,
-        "color": COLORS[index % len(COLORS)], "dash": DASHES[(index // len(COLORS)) % len(DASHES)],
+        "series": index % SERIES_COLOURS + 1, "dash": DASHES[(index // SERIES_COLOURS) % len(DASHES)],
     }  # fmt: skip
 
 
@@ -227,7 +228,7 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _chosen(raw: str | None, names: list[str], runs: list[Run]) -> list[str]:
+def chosen_metrics(raw: str | None, names: list[str], runs: list[Run]) -> list[str]:
     if raw is None:
         return default_metrics(names, runs)
     wanted = [n.strip() for n in raw.replace("\x00", "").split(",") if n.strip()]
@@ -243,22 +244,24 @@ def _query(request: HttpRequest) -> dict[str, str]:
 
 
 @require_GET
-@_guarded(html=True)
+@guarded(html=True)
 def compare_page(request: HttpRequest) -> HttpResponse:
     runs = resolve_runs(request)
     context = compare_context(runs, request.GET.get("metrics"), _query(request))
     context["group"] = request.GET.get("group")
-    return render(request, "runs/compare.html", {**context, "data_json": script_json(context["page_data"])})
+    return render(
+        request, "compare/compare.html", {**context, "data_json": script_json(context["page_data"])}
+    )
 
 
 def compare_context(
     runs: list[Run], metrics: str | list[str] | None, query: dict[str, str]
 ) -> dict[str, Any]:
     """What the compare page renders for ``runs`` (``page_data``: the JSON its script reads). ``metrics``:
-    a comma-separated string or a list; None: the defaults. Also a saved comparison's page."""
+    a comma-separated string or a list; None: the defaults. A saved comparison's page uses it too."""
     names = sorted(set().union(*(metric_names(run) for run in runs)))
     raw = ",".join(metrics) if isinstance(metrics, list) else metrics
-    chosen = _chosen(raw, names, runs)  # a name not logged yet: a chart that waits
+    chosen = chosen_metrics(raw, names, runs)  # a name not logged yet: a chart that waits
     data = {
         "runs": [run_info(run, i) for i, run in enumerate(runs)],
         "names": names,
@@ -279,12 +282,12 @@ def script_json(data: Any) -> str:
 
 
 @require_GET
-@_guarded(html=False)
+@guarded(html=False)
 def compare_data(request: HttpRequest) -> HttpResponse:
     """Curves of ``metrics`` for every run in one answer, with the runs' progress (a page polls it while
     runs train); ``tokens=1`` adds the generated-token counts, ``names=1`` every metric name logged."""
     runs = resolve_runs(request)
-    names = _chosen(request.GET.get("metrics", ""), [], runs)
+    names = chosen_metrics(request.GET.get("metrics", ""), [], runs)
     if not names:
         raise CompareError(400, "metrics is empty: name the metrics, e.g. ?metrics=critic/score/mean.")
     body = curves(runs, names, with_tokens=request.GET.get("tokens") == "1")
@@ -297,7 +300,7 @@ def compare_data(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@_guarded(html=False)
+@guarded(html=False)
 def compare_validation(request: HttpRequest) -> HttpResponse:
     """Validation steps of these runs; at ``step`` (default: the latest they share) the problems, and
     for ``problem`` (default: the first) each run's samples of it."""
@@ -305,11 +308,16 @@ def compare_validation(request: HttpRequest) -> HttpResponse:
     per_run = [set(val_steps(run)) for run in runs]
     steps = sorted(set().union(*per_run))
     shared = sorted(set.intersection(*per_run)) if per_run else []
-    step = _int_param(request, "step", default=(shared or steps or [None])[-1])
-    samples = Sample.objects.filter(run__in=runs, split="val", step=step)
+    latest = (shared or steps or [None])[-1]  # type: ignore[list-item]  # None: no validation step yet
+    step = _int_param(request, "step", default=latest)
+    samples = Sample.objects.filter(run__in=runs, split="val", step=-1 if step is None else step)
     problems = sorted(set(samples.values_list("problem_index", flat=True)))
     problem = _int_param(request, "problem", default=problems[0] if problems else None)
-    rows = list(samples.filter(problem_index=problem).order_by("run_id", "sample_index")) if problems else []
+    rows = (
+        list(samples.filter(problem_index=problem).order_by("run_id", "sample_index"))
+        if problems and problem is not None
+        else []
+    )
     first = rows[0] if rows else None
     return JsonResponse({
         "steps": steps, "step": step, "problems": problems, "problem": problem,
@@ -324,25 +332,23 @@ def val_steps(run: Run) -> list[int]:
 
 
 def _int_param(request: HttpRequest, name: str, default: int | None) -> int | None:
-    raw = request.GET.get(name, "")
-    if raw == "":
-        return default
-    if not re.fullmatch(r"-?[0-9]{1,10}", raw) or not -(2**31) <= int(raw) < 2**31:
-        raise CompareError(400, f"{name} must be an integer, got {raw[:40]!r}.")
-    return int(raw)
+    try:
+        return int_param(request.GET, name, low=-INT32_MAX - 1, high=INT32_MAX, default=default)
+    except BadInteger as e:
+        raise CompareError(400, str(e)) from None
 
 
 @require_GET
 def compare_groups(request: HttpRequest) -> HttpResponse:
     """The user's run groups, newest first, with their runs' ids (the runs list links each to compare)."""
-    runs = access.readable_runs(request.user).exclude(group="")
+    runs = access.visible_runs(request.user).exclude(group="")
     groups = list(
         runs.values("group").annotate(n=Count("id"), newest=Max("created_at")).order_by("-newest")[:50]
     )
     members: dict[str, list[int]] = {}
     for pk, group in runs.filter(group__in=[g["group"] for g in groups]).values_list("pk", "group"):
         members.setdefault(group, []).append(pk)
-    url = reverse("runs:compare")
+    url = reverse("compare:compare")
     return JsonResponse({"groups": [
         {"name": g["group"], "runs": g["n"], "ids": sorted(members.get(g["group"], [])),
          "url": f"{url}?{urlencode({'group': g['group']})}"} for g in groups

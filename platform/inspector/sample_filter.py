@@ -11,12 +11,11 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+from config.params import INT32_MAX, BadInteger, int_param
 from django.db.models import Q, QuerySet
 from django.http import QueryDict
-
 from runs.models import Run, Sample
 
-MAX_INT32 = 2**31 - 1
 MAX_K = 500
 MAX_QUERY_CHARS = 200
 SORTS: dict[str, tuple[str, bool]] = {
@@ -73,14 +72,14 @@ class SampleFilter:
         if raw_step == "all" and all_steps:
             step = None
         else:
-            step = default_step if raw_step == "" else _int(params, "step", 0, MAX_INT32)
+            step = default_step if raw_step == "" else _int(params, "step", 0, INT32_MAX)
         q = params.get("q", "").strip()
         if "\x00" in q:
             raise BadQuery("q: the search text must not contain NUL characters")
         if len(q) > MAX_QUERY_CHARS:
             raise BadQuery(f"q: the search text is limited to {MAX_QUERY_CHARS} characters")
         return cls(
-            split=_choice(params, "split", ("train", "val")),
+            split=choice(params, "split", ("train", "val")),
             step=step,
             acc=_bool(params, "acc"),
             kept=_bool(params, "kept"),
@@ -88,15 +87,15 @@ class SampleFilter:
             tokens=_bool(params, "tokens"),
             reward_min=_float(params, "reward_min"),
             reward_max=_float(params, "reward_max"),
-            length_min=_int(params, "length_min", 0, MAX_INT32),
-            length_max=_int(params, "length_max", 0, MAX_INT32),
-            problem=_int(params, "problem", 0, MAX_INT32),
+            length_min=_int(params, "length_min", 0, INT32_MAX),
+            length_max=_int(params, "length_max", 0, INT32_MAX),
+            problem=_int(params, "problem", 0, INT32_MAX),
             q=q,
-            sort=_choice(params, "sort", tuple(SORTS)),
-            rank=_choice(params, "rank", ("", "top", "bottom")),
-            rank_by=_choice(params, "rank_by", ("reward", "length")),
+            sort=choice(params, "sort", tuple(SORTS)),
+            rank=choice(params, "rank", ("", "top", "bottom")),
+            rank_by=choice(params, "rank_by", ("reward", "length")),
             k=_int(params, "k", 1, MAX_K) or 10,
-            view=_choice(params, "view", ("groups", "list")),
+            view=choice(params, "view", ("groups", "list")),
             page=_int(params, "page", 1, 10**6) or 1,
         )
 
@@ -145,16 +144,10 @@ class SampleFilter:
 
 
 def _int(params: QueryDict, name: str, lo: int, hi: int) -> int | None:
-    raw = params.get(name, "").strip()
-    if raw == "":
-        return None
     try:
-        value = int(raw)
-    except ValueError:
-        raise BadQuery(f"{name}: must be a whole number, got {raw[:40]!r}") from None
-    if not lo <= value <= hi:
-        raise BadQuery(f"{name}: must be between {lo} and {hi}, got {raw[:40]}")
-    return value
+        return int_param(params, name, low=lo, high=hi)
+    except BadInteger as e:
+        raise BadQuery(str(e)) from None
 
 
 def _float(params: QueryDict, name: str) -> float | None:
@@ -181,7 +174,7 @@ def _bool(params: QueryDict, name: str) -> bool | None:
     raise BadQuery(f"{name}: must be true, false or any, got {raw[:40]!r}")
 
 
-def _choice(params: QueryDict, name: str, choices: tuple[str, ...]) -> str:
+def choice(params: QueryDict, name: str, choices: tuple[str, ...]) -> str:
     raw = params.get(name, "") or choices[0]
     if raw not in choices:
         raise BadQuery(

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from inspector import views
+
+app_name = "inspector"
+urlpatterns = [
+    path("<id:run_id>/samples/", views.samples_page, name="samples"),
+    path("<id:run_id>/samples/data/", views.samples_data, name="samples-data"),
+    path("<id:run_id>/samples/steps/", views.samples_steps, name="samples-steps"),
+    path("<id:run_id>/samples/export.<str:fmt>", views.samples_export, name="samples-export"),
+    path("<id:run_id>/samples/<id:sample_pk>/", views.sample_page, name="sample"),
+    path("<id:run_id>/problems/<int:problem_index>/", views.problem_page, name="problem"),
+]
