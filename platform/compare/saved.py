@@ -4,6 +4,7 @@ runs.saved.SavedComparison). Every form answers a mistake with a message and cha
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -20,10 +21,15 @@ from runs.models import SavedComparison
 from compare.views import CompareError, compare_context, parse_ids, script_json
 
 
+def _user(request: HttpRequest) -> Any:
+    """The logged-in user (the login middleware lets no anonymous visitor reach these views)."""
+    return request.user
+
+
 @require_POST
 def comparison_save(request: HttpRequest) -> HttpResponse:
     """The compare page's "Save comparison": its runs and settings under a name, with a URL of its own."""
-    post = request.POST
+    post, user = request.POST, _user(request)
     name = post.get("name", "").strip()
     back = f"{reverse('compare:compare')}?{urlencode({'ids': post.get('ids', '')})}"
     problems: dict[str, str] = {}
@@ -50,14 +56,14 @@ def comparison_save(request: HttpRequest) -> HttpResponse:
         problems["x"] = "must be step, wall or tokens"
     if by not in ("none", "preset", "seed", "group"):
         problems["by"] = "must be none, preset, seed or group"
-    if SavedComparison.objects.filter(owner=request.user).count() >= MAX_SAVED:
+    if SavedComparison.objects.filter(owner=user).count() >= MAX_SAVED:
         problems["name"] = f"you have {MAX_SAVED} saved comparisons: delete one first"
     if problems:
         form_errors(request, "Comparison not saved", problems)
         return redirect(back)
     with transaction.atomic():
         saved = SavedComparison.objects.create(
-            owner=request.user, name=name, run_ids=ids, metrics=metrics, smoothing=smoothing, x=x, by=by
+            owner=user, name=name, run_ids=ids, metrics=metrics, smoothing=smoothing, x=x, by=by
         )
         saved.runs.set([runs[i] for i in ids])
     messages.info(request, f"Saved the comparison {name!r}: this page's address is its link.")
@@ -72,8 +78,8 @@ def saved_comparison(request: HttpRequest, comparison_id: int) -> HttpResponse:
     runs = [runs_by_id[i] for i in saved.run_ids if i in runs_by_id]
     hidden = len(saved.run_ids) - len(runs)
     if not runs:
-        context = {"error": "None of this comparison's runs is visible to you (deleted, or not shared)."}
-        return render(request, "compare/compare.html", context, status=404)
+        missing = {"error": "None of this comparison's runs is visible to you (deleted, or not shared)."}
+        return render(request, "compare/compare.html", missing, status=404)
     metrics = request.GET.get("metrics") or saved.metrics or None  # the page's controls rewrite ?metrics=
     context = compare_context(runs, metrics, {"ids": ",".join(str(r.pk) for r in runs)})
     context |= {"saved": saved, "hidden_runs": hidden, "can_share": saved.owner_id == request.user.pk

@@ -13,7 +13,7 @@ is shared read-only. Pages, the API and the websocket all ask here (``run_for``,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from config.params import int_or_none
 from django.core.exceptions import PermissionDenied
@@ -34,7 +34,10 @@ def shared_comparisons(user: Any) -> QuerySet[SavedComparison]:
     return SavedComparison.objects.filter(Q(shared_users=user) | Q(shared_groups__in=_groups(user)))
 
 
-def readable(runs: QuerySet[Run], user: Any) -> QuerySet[Run]:
+RunSet = TypeVar("RunSet", bound=QuerySet[Run])
+
+
+def readable(runs: RunSet, user: Any) -> RunSet:
     """``runs`` narrowed to those ``user`` may read (see the module's rule). No join in the result: each
     sharing path is an ``IN (subquery)``, so counts, ``values()`` and ``update()`` work as on a plain set."""
     if user is None or not user.is_authenticated:

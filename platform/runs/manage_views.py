@@ -22,6 +22,11 @@ MAX_SAVED = 200
 """Saved views (or comparisons) per user."""
 
 
+def _user(request: HttpRequest) -> Any:
+    """The logged-in user (the login middleware lets no anonymous visitor reach these views)."""
+    return request.user
+
+
 def form_errors(request: HttpRequest, what: str, errors: dict[str, str]) -> None:
     messages.error(request, f"{what}: " + "; ".join(f"{k.replace('_', ' ')} {v}" for k, v in errors.items()))
 
@@ -109,14 +114,14 @@ def view_save(request: HttpRequest) -> HttpResponse:
         columns, sort = [], ""
     if (fields["archived"] or "active") not in ARCHIVED:
         problems["archived"] = f"must be one of {', '.join(ARCHIVED)}"
-    existing = SavedView.objects.filter(owner=request.user)
+    existing = SavedView.objects.filter(owner=_user(request))
     if not existing.filter(name=name).exists() and existing.count() >= MAX_SAVED:
         problems["name"] = f"you have {MAX_SAVED} saved views: delete one first"
     if problems:
         form_errors(request, "View not saved", problems)
         return redirect(f"{reverse('runs:list')}?{urlencode(fields)}")
     view, _ = SavedView.objects.update_or_create(
-        owner=request.user, name=name,
+        owner=_user(request), name=name,
         defaults={"filter": fields["filter"].strip(), "sort": sort, "columns": columns,
                   "archived": fields["archived"] or "active"},
     )  # fmt: skip
@@ -126,7 +131,7 @@ def view_save(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def view_delete(request: HttpRequest, view_id: int) -> HttpResponse:
-    deleted, _ = SavedView.objects.filter(owner=request.user, pk=view_id).delete()
+    deleted, _ = SavedView.objects.filter(owner=_user(request), pk=view_id).delete()
     messages.info(request, "View deleted." if deleted else "No such view of yours.")
     return redirect("runs:list")
 

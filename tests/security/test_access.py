@@ -176,7 +176,7 @@ def test_every_websocket_route_checks_login_and_ownership(cast, bob):
             assert out == {"type": "websocket.close", "code": code}, (path, user, out)
 
 
-OWNER_PAGES = ("runs/<int:run_id>/delete/",)
+OWNER_PAGES = ("runs/<id:run_id>/delete/",)
 
 
 @pytest.mark.parametrize("how", ["user", "group", "comparison"])

@@ -187,7 +187,7 @@ def test_a_group_share_reaches_its_members_only(api, bob_api, bob, alice_run):
     assert bob_api.get(f"/api/runs/{alice_run.pk}/").status_code == 404
     bob.groups.add(team)
     assert bob_api.get(f"/api/runs/{alice_run.pk}/").status_code == 200
-    assert access.readable_runs(bob).count() == 1 and not access.writable_runs(bob).exists()
+    assert access.visible_runs(bob).count() == 1 and not access.writable_runs(bob).exists()
 
 
 def test_a_shared_comparison_shows_its_owners_runs_only(alice, bob, alice_client, bob_client, paths, queued):
