@@ -143,8 +143,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(message["event"])
 
     async def _send_snapshot(self, kind: str, after: int | None) -> None:
+        # a catch-up fills a gap of steps; hardware samples come whole with each (re)connection's snapshot
         try:
-            data = await database_sync_to_async(snapshot)(self.run, after)
+            data = await database_sync_to_async(snapshot)(self.run, after, hardware=kind == "snapshot")
         except Run.DoesNotExist:  # deleted by its owner (runs.manage) while this socket was open
             await self.close(code=CLOSE_NOT_FOUND)
             return

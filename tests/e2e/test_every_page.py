@@ -83,7 +83,8 @@ def pages(data: dict[str, Any]) -> list[str]:
         "/runs/", "/runs/new/", f"/runs/new/?from={a}", f"/runs/new/?fork={a}", "/runs/evaluate/",
         f"/runs/{a}/", f"/runs/{b}/", f"/runs/{a}/samples/", f"/runs/{a}/samples/{data['sample'].pk}/",
         f"/runs/{a}/problems/{data['sample'].problem_index}/", f"/runs/compare/?ids={a},{b}",
-        "/datasets/", f"/datasets/{data['dataset'].pk}/", "/accounts/token/", "/api/docs/", "/no/such/page/",
+        "/datasets/", f"/datasets/{data['dataset'].pk}/", "/accounts/token/", "/accounts/notifications/",
+        "/api/docs/", "/no/such/page/",
         "/runs/?columns=optim.lr,rollout.n,val/acc/mean@4&sort=-val/acc/mean@4", f"/runs/{a}/delete/",
         f"/runs/compare/saved/{data['comparison'].pk}/",
     ]  # fmt: skip

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('auth', '0012_alter_user_first_name_max_length'),
-        ('runs', '0005_run_kind'),
+        ('runs', '0006_h19c_distributions_hardware_notifications'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
