@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('auth', '0012_alter_user_first_name_max_length'),
-        ('runs', '0006_h19c_distributions_hardware_notifications'),
+        ('runs', '0007_h20b_discards_explainer'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
