@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 from runs.events import status_event
+from runs.manage import remove_files
 from runs.models import Kind, Run, Status
 from runs.notifications import deliver_due, detect_stalls
 from runs.run_log import log_path
@@ -203,11 +204,27 @@ def launch_run(self: Task, run_id: int) -> str:
         except Exception as e:  # the run fails with the reason on its page; the worker goes on
             log.exception("run %s failed", run_id)
             sink.on_finish("failed", f"{type(e).__name__}: {e}")
-            return "failed"
+            result = None
+    if _deleted(run):
+        return "deleted"
+    if result is None:
+        return "failed"
     run.refresh_from_db()
     if run.status == Status.RUNNING and run.lease_owner == worker_id:  # the trainer did not call on_finish
         sink.on_finish(result.status, result.error)
     return run.status
+
+
+def _deleted(run: Run) -> bool:
+    """True when the run was deleted while its task ran (runs.manage.delete_run): what its last step
+    wrote after the delete (a checkpoint, the log's tail) is removed here, once nothing writes any more."""
+    try:
+        gone = not Run.objects.filter(pk=run.pk).exists()
+    except DB_ERRORS:
+        return False
+    if gone:
+        remove_files(run.pk)
+    return gone
 
 
 def _wait_for_lease(task: Task, run: Run) -> str:

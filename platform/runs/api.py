@@ -1,8 +1,12 @@
 """The JSON API for scripts (token or session auth), with the pages' permissions: a run not yours is 404.
 
-GET  /api/runs/                      list (?status=&q=&page=)
+GET  /api/runs/                      list (?status=&q=&filter=&sort=&columns=&archived=&page=;
+                                     filter and sort: runs.run_filter)
 POST /api/runs/                      {"name", "preset" | "config", "overrides"?, "base_model"?, "dataset"?}
-GET  /api/runs/<id>/                 one run with its config
+GET  /api/runs/<id>/                 one run with its config, tags, notes and markers
+PATCH /api/runs/<id>/                {"name"?, "tags"?, "notes"?, "archived"?, "shared_users"?,
+                                     "shared_groups"?} (the owner; runs.manage)
+DELETE /api/runs/<id>/               cancel if running, then remove its rows and files (the owner): 204
 POST /api/runs/<id>/cancel/          cancel (queued: at once; running: at the next step boundary)
 POST /api/runs/<id>/resume/          resume a failed or cancelled run from its last checkpoint
 GET  /api/runs/<id>/metrics/         ?names=a,b&min_step=&max_step=&max_points=
@@ -35,12 +39,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from runs import access, manage
 from runs.access import run_for
 from runs.configuring import build_config, shown, validate_name
 from runs.events import publish, status_event
+from runs.listing import ListError, listed_runs
 from runs.model_exports import ModelExport, request_export, steps_on_disk
-from runs.models import Run, Sample, Status
+from runs.models import Run, Sample
 from runs.records import DISTRIBUTION_LEVELS, REASON_FILTERS, filter_by_reason
+from runs.run_filter import column_values
 from runs.series import HARDWARE_MAX_SAMPLES, distribution_series, hardware_series, list_row, metric_series
 from runs.starts import resume_step
 
@@ -67,8 +74,39 @@ class RunSerializer(serializers.ModelSerializer):
         fields = ["id"]
 
     def to_representation(self, run: Run) -> dict[str, Any]:
-        return {**list_row(run), "latest_metrics": run.latest_metrics, "config": run.config,
-                "parent": run.parent_id, "fork_step": run.fork_step}  # fmt: skip
+        out = {**list_row(run), "latest_metrics": run.latest_metrics, "config": run.config,
+               "parent": run.parent_id, "fork_step": run.fork_step, "notes": run.notes}  # fmt: skip
+        request = self.context.get("request")
+        if request is not None and access.can_write(request.user, run):
+            out |= manage.sharing(run)
+        return out
+
+
+class RunListSerializer(RunSerializer):
+    """A row of the list: the run's state and key metrics, and the values of the ``columns`` asked for."""
+
+    def to_representation(self, run: Run) -> dict[str, Any]:
+        columns = self.context.get("columns") or []
+        return {**list_row(run), "columns": column_values(run, columns)} if columns else list_row(run)
+
+
+class RunPatchSerializer(serializers.Serializer):
+    """The body of PATCH /api/runs/<id>/: any of these fields; nothing changes while one is invalid."""
+
+    name = serializers.CharField(required=False, max_length=200)
+    tags = serializers.ListField(child=serializers.CharField(max_length=40), required=False, max_length=20)
+    notes = serializers.CharField(required=False, max_length=20000, help_text="Markdown (no raw HTML).")
+    archived = serializers.BooleanField(required=False, help_text="Hidden from the default list.")
+    shared_users = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Usernames who may read the run (replaces the list).",
+    )
+    shared_groups = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Django groups whose members may read the run.",
+    )
 
 
 class RunCreateSerializer(serializers.Serializer):
@@ -120,22 +158,26 @@ def query_bool(request: Request, name: str) -> bool | None:
 
 @extend_schema(
     parameters=query_params(
-        status=(str, "queued, running, succeeded, failed or cancelled."), q=(str, "Text in the run's name.")
+        status=(str, "queued, running, succeeded, failed or cancelled."), q=(str, "Text in the run's name."),
+        filter=(str, "Terms joined by 'and': optim.lr < 1e-4 and val/acc/mean@4 > 0.8 and tags has x."),
+        sort=(str, "A field, '-' first for descending: -val/acc/mean@4, optim.lr, name (default -created)."),
+        columns=(str, "Fields whose values each row carries in 'columns', comma-separated."),
+        archived=(str, "active (default), archived or all."),
     )
-)
+)  # fmt: skip
 class RunListCreate(generics.ListAPIView):
-    serializer_class = RunSerializer
+    serializer_class = RunListSerializer
 
-    def get_queryset(self) -> QuerySet[Run]:
-        runs = Run.objects.visible_to(self.request.user).select_related("owner")
-        status_ = self.request.query_params.get("status")
-        if status_:
-            if status_ not in Status.values:
-                raise ValidationError({"status": f"must be one of {', '.join(Status.values)}"})
-            runs = runs.filter(status=status_)
-        if q := self.request.query_params.get("q", "").replace("\x00", "").strip():
-            runs = runs.filter(name__icontains=q)
-        return runs
+    def get_serializer_context(self) -> dict[str, Any]:
+        return {**super().get_serializer_context(), "columns": getattr(self, "columns", [])}
+
+    def get_queryset(self) -> Any:
+        params = self.request.query_params
+        try:
+            runs, self.columns = listed_runs(self.request.user, params)
+        except ListError as e:
+            raise ValidationError({e.field: str(e)}) from None
+        return runs  # a list when a filter was evaluated: DRF pages both
 
     @extend_schema(request=RunCreateSerializer, responses={201: RunSerializer})
     def post(self, request: Request) -> Response:
@@ -176,14 +218,36 @@ class RunDetail(APIView):
     serializer_class = RunSerializer
 
     def get(self, request: Request, run_id: int) -> Response:
-        return Response(RunSerializer(run_for(request, run_id)).data)
+        run = run_for(request, run_id)
+        return Response(RunSerializer(run, context={"request": request}).data)
+
+    @extend_schema(request=RunPatchSerializer, responses={200: RunSerializer})
+    def patch(self, request: Request, run_id: int) -> Response:
+        """Rename, tag, annotate (markdown notes), archive or share a run you own. Every field is checked
+        first (types, lengths, known users and groups): a 400 names each bad one and nothing changes."""
+        run = run_for(request, run_id, write=True)
+        changes, errors = manage.validate_changes(run, request.data)
+        if errors:
+            return Response(
+                {"detail": "invalid change", "errors": errors}, status=status.HTTP_400_BAD_REQUEST
+            )
+        manage.apply_changes(run, changes)
+        return Response(RunSerializer(run, context={"request": request}).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, run_id: int) -> Response:
+        """Delete a run you own with its metrics, samples, checkpoints, export records and files; a queued
+        or running run is cancelled first. Afterwards the run is a 404."""
+        run = run_for(request, run_id, write=True)
+        manage.delete_run(run)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class RunCancel(APIView):
     serializer_class = RunSerializer
 
     def post(self, request: Request, run_id: int) -> Response:
-        run = run_for(request, run_id)
+        run = run_for(request, run_id, write=True)
         outcome = run.request_cancel()
         publish(run.pk, status_event(run))
         return Response({"outcome": outcome, **RunSerializer(run).data})
@@ -193,7 +257,7 @@ class RunResume(APIView):
     serializer_class = RunSerializer
 
     def post(self, request: Request, run_id: int) -> Response:
-        run = run_for(request, run_id)
+        run = run_for(request, run_id, write=True)
         step, problem = resume_step(run)
         if step is None or not run.resume():
             detail = problem or "only a failed or cancelled run with a checkpoint can be resumed"
@@ -337,7 +401,7 @@ class RunExport(APIView):
 
     @extend_schema(request=ExportRequestSerializer, responses={202: ExportSerializer})
     def post(self, request: Request, run_id: int) -> Response:
-        run = run_for(request, run_id)
+        run = run_for(request, run_id, write=True)
         body = request.data if isinstance(request.data, dict) else None
         if body is None:
             return Response({"detail": "the body must be a JSON object"}, status=status.HTTP_400_BAD_REQUEST)

@@ -29,6 +29,7 @@ from redis.exceptions import RedisError
 
 from runs.access import find_run
 from runs.events import group_name
+from runs.models import Run
 from runs.series import snapshot
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,11 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     async def _send_snapshot(self, kind: str, after: int | None) -> None:
         # a catch-up fills a gap of steps; hardware samples come whole with each (re)connection's snapshot
-        data = await database_sync_to_async(snapshot)(self.run, after, hardware=kind == "snapshot")
+        try:
+            data = await database_sync_to_async(snapshot)(self.run, after, hardware=kind == "snapshot")
+        except Run.DoesNotExist:  # deleted by its owner (runs.manage) while this socket was open
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
         await self.send_json({"type": kind, **data})
 
 

@@ -30,6 +30,7 @@ from runs.records import (
     clean_metrics,
     clean_quantiles,
 )
+from runs.saved import SavedComparison, SavedView
 
 if TYPE_CHECKING:
     from dapo.config import RunConfig
@@ -59,10 +60,11 @@ class LeaseLost(Exception):
 
 class RunQuerySet(models.QuerySet["Run"]):
     def visible_to(self, user: Any) -> RunQuerySet:
-        """Runs a user may see and control: their own; a superuser sees all; an anonymous user none."""
-        if not user.is_authenticated:
-            return self.none()
-        return self if user.is_superuser else self.filter(owner=user)
+        """Runs a user may read: ``runs.access.readable`` (their own, those shared with them; a superuser
+        all; an anonymous user none). Kept for callers of the old name; the rule lives in runs.access."""
+        from runs import access
+
+        return access.readable(self, user)
 
 
 class Run(models.Model):
@@ -108,6 +110,20 @@ class Run(models.Model):
         null=True,
         blank=True,
         help_text="Marked stalled (no new step for the owner's stall_minutes); a step clears it.",
+    )
+
+    # ---- management and sharing (runs.manage, runs.access) ----
+    tags = models.JSONField(default=list, blank=True, help_text="Short labels (runs.manage.clean_tags).")
+    notes = models.TextField(blank=True, help_text="Markdown, shown rendered without raw HTML.")
+    archived = models.BooleanField(default=False, db_index=True, help_text="Hidden from the default list.")
+    resumed_steps = models.JSONField(
+        default=list, blank=True, help_text="First step of each attempt that resumed from a checkpoint."
+    )
+    shared_users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="runs_shared_with", help_text="Read-only."
+    )
+    shared_groups = models.ManyToManyField(
+        "auth.Group", blank=True, related_name="runs_shared_with", help_text="Read-only, every member."
     )
 
     objects = RunQuerySet.as_manager()
@@ -205,6 +221,9 @@ class Run(models.Model):
         self.total_steps = info.total_steps
         self.stalled_at = None  # a new attempt: stall detection counts from its start
         fields = ["started_at", "attempt_started_at", "attempt_start_step", "total_steps", "stalled_at"]
+        if info.start_step > (self.fork_step or 0) + 1 and info.start_step not in self.resumed_steps:
+            self.resumed_steps = [*self.resumed_steps, info.start_step]  # a marker on the run page's curves
+            fields.append("resumed_steps")
         self.save(update_fields=fields)
 
     def record_step(self, report: StepReport, *, worker_id: str | None = None) -> None:
@@ -283,6 +302,8 @@ class Run(models.Model):
             lease_owner="",
             lease_expires=None,
         )
+        if not Run.objects.filter(pk=self.pk).exists():  # deleted meanwhile (runs.manage): stays gone
+            return False
         self.refresh_from_db()
         if won:
             run_finished(self)
@@ -384,7 +405,20 @@ class Run(models.Model):
             "eta_s": self.eta_s(),
             "last_checkpoint_step": self.last_checkpoint_step,
             "latest_metrics": self.latest_metrics,
+            "tags": list(self.tags or []),
+            "archived": self.archived,
+            "markers": self.markers(),
         }
+
+    def markers(self) -> list[dict[str, Any]]:
+        """Where the curves change hands: the step a fork starts after, and each resume from a checkpoint."""
+        out = []
+        if self.parent_id is not None and self.fork_step is not None:
+            out.append({"step": self.fork_step, "kind": "fork",
+                        "label": f"forked from #{self.parent_id} at step {self.fork_step}"})  # fmt: skip
+        for step in self.resumed_steps or []:
+            out.append({"step": step - 1, "kind": "resume", "label": f"resumed after step {step - 1}"})
+        return out
 
 
 __all__ = [
@@ -403,4 +437,6 @@ __all__ = [
     "clean_metrics",
     "ModelExport",
     "ExportStatus",
+    "SavedView",
+    "SavedComparison",
 ]

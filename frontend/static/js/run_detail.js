@@ -122,6 +122,16 @@
     if (bound.length > 1) layout.height = 230;
     chart.dtick = stepTick();
     layout.xaxis = { ...LAYOUT.xaxis, dtick: chart.dtick };
+    // where the curve changed hands: the step a fork starts after, each resume from a checkpoint
+    const markers = (run.markers || []);
+    if (bound.length && markers.length) {
+      const colour = (m) => (m.kind === "fork" ? "#7c3aed" : "#d97706");
+      layout.shapes = markers.map((m) => ({ type: "line", xref: "x", yref: "paper", x0: m.step, x1: m.step, y0: 0, y1: 1,
+        line: { dash: "dot", width: 1.5, color: colour(m) } }));
+      layout.annotations = markers.map((m) => ({ x: m.step, xref: "x", y: 1, yref: "paper", yanchor: "bottom",
+        text: m.kind === "fork" ? "fork" : "resume", hovertext: m.label, showarrow: false,
+        font: { size: 10, color: colour(m) } }));
+    }
     if (!bound.length) { // no point yet: say so instead of drawing empty axes from -1 to 6
       const live = ["queued", "running"].includes(run.status);
       const text = !live ? "no data: the run recorded no step of this metric"
@@ -228,8 +238,8 @@
     $("progress-bar").style.width = `${pct}%`;
     $("progress-text").textContent = `step ${state.step} / ${state.total_steps || "?"} (${pct}%)`;
     $("checkpoint").textContent = state.last_checkpoint_step === null ? "–" : `step ${state.last_checkpoint_step}`;
-    $("cancel-form").hidden = !state.can_cancel;
-    $("resume-form").hidden = !state.can_resume;
+    if ($("cancel-form")) $("cancel-form").hidden = !state.can_cancel; // owner only: a shared reader has none
+    if ($("resume-form")) $("resume-form").hidden = !state.can_resume;
     if (state.last_checkpoint_step !== null) $("fork-btn").hidden = false;
     $("run-error").hidden = !state.error;
     $("run-error").textContent = state.error || "";
@@ -359,7 +369,7 @@
   // ---- websocket (live.js: reconnects with backoff and jitter, asks for ?after=<last step>) -------------
 
   let socket = null;
-  function onEvent(ev) {
+  function onEvent(ev, raw) {
     // the page's other panels (distributions, hardware, title, notifications) follow the same events
     document.dispatchEvent(new CustomEvent("dapo:event", { detail: ev }));
     if (ev.type === "step") {
@@ -381,6 +391,11 @@
       renderRun(ev.run);
     } else if (ev.type === "status") {
       renderRun(ev.run);
+    } else if (ev.type === "deleted") { // its owner deleted it: nothing here is real any more
+      $("run-error").hidden = false;
+      $("run-error").textContent = "This run was deleted.";
+      // no reconnect can succeed: the server answers 4004 (no such run), which live.js takes as final
+      if (raw) raw.close();
     }
   }
   // Data is merged at once; drawing waits for the next animation frame, so a burst of events (a
