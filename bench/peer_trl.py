@@ -166,7 +166,9 @@ def build(out: Path, steps: int) -> dict:
 # ---- the two trainers (each in its own process, on its own core) ------------------------------
 
 
-def our_config(assets: Path) -> Any:
+def our_config(assets: Path, overrides: dict[str, Any] | None = None) -> Any:
+    """Our trainer's settings for the task; ``overrides`` (``--ours-set``) on top, e.g. one-step
+    off-policy generation."""
     from dapo.presets import get_preset
 
     return get_preset("tiny_cpu").with_overrides({
@@ -178,15 +180,29 @@ def our_config(assets: Path) -> Any:
         "optim.lr": LR, "optim.warmup_steps": 0, "optim.weight_decay": 0.0, "optim.total_steps": 1_000_000,
         "optim.mini_batch_size": PROMPTS, "optim.micro_batch_size": PROMPTS * GROUP,
         "validation.every_n_steps": 0, "checkpoint.every_n_steps": 0, "execution.torch_threads": 1,
+        **(overrides or {}),
     })  # fmt: skip
 
 
-def run_ours(assets: Path, out: Path, start: float, budget: float) -> dict:
+def barrier(which: str, planned: float) -> tuple[float, float]:
+    """Wait until both trainers are loaded (each writes a ready file), then start together: at the
+    planned instant, or at once if the later one was ready after it (a loaded machine). Returns (the
+    start, how late it is against the plan); each trainer's budget and rates count from that start."""
+    (OUT / f"{which}.ready").write_text("")
+    other = OUT / ("trl.ready" if which == "ours" else "ours.ready")
+    while not other.exists():
+        time.sleep(0.02)
+    now = time.time()
+    time.sleep(max(0.0, planned - now))
+    return max(now, planned), max(0.0, now - planned)
+
+
+def run_ours(assets: Path, out: Path, start: float, budget: float, overrides: dict[str, Any]) -> dict:
     from dapo.backends import LocalBackend
     from dapo.report import Sink
     from dapo.trainer import Trainer
 
-    config = our_config(assets)
+    config = our_config(assets, overrides)
     backend = LocalBackend(config)
 
     class Budget(Sink):
@@ -207,8 +223,8 @@ def run_ours(assets: Path, out: Path, start: float, budget: float) -> dict:
             return time.time() > start + budget
 
     sink = Budget()
-    late = time.time() - start  # > 0: this trainer was not ready at the common start
-    time.sleep(max(0.0, -late))
+    start, late = barrier("ours", start)
+    sink.last = start
     Trainer(config, out / "run", [sink], backend=backend).fit()
     backend.save_pretrained(out / "final")
     wall = sink.last - start
@@ -268,8 +284,8 @@ def run_trl(assets: Path, out: Path, start: float, budget: float) -> dict:
         processing_class=tok,
         callbacks=[Budget()],
     )
-    late = time.time() - start  # > 0: this trainer was not ready at the common start
-    time.sleep(max(0.0, -late))
+    start, late = barrier("trl", start)
+    Budget.last = start
     trainer.train()
     trainer.save_model(str(out / "final"))
     tok.save_pretrained(out / "final")
@@ -369,10 +385,12 @@ def profile(assets: Path, steps: int) -> None:
 # ---- the side-by-side run ---------------------------------------------------------------------
 
 
-def child(which: str, core: int, start: float, budget: float) -> subprocess.Popen:
+def child(which: str, core: int, start: float, budget: float, ours_set: list[str]) -> subprocess.Popen:
     python = str(PEER_PYTHON if which == "trl" else Path(sys.executable))
     cmd = ["taskset", "-c", str(core), python, __file__, "--child", which, "--start", str(start),
            "--out", str(OUT), "--budget-s", str(budget)]  # fmt: skip
+    for item in ours_set if which == "ours" else []:
+        cmd += ["--ours-set", item]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     log = open(OUT / f"{which}.log", "w")  # noqa: SIM115  (the child writes it until it ends)
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, env=env)
@@ -395,7 +413,17 @@ def main() -> int:
     p.add_argument("--start", type=float, default=0.0)
     p.add_argument("--out", type=Path, default=OUT, help="assets, runs and logs (default var/bench/peer)")
     p.add_argument("--profile", type=int, metavar="STEPS", help="profile our step instead (see profile())")
+    p.add_argument(
+        "--ours-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="our trainer's config (VALUE as JSON), e.g. rollout.one_step_off_policy=true",
+    )
+    p.add_argument("--cores", default="0,1", help="the cores of ours and of TRL (default 0,1; swap them to "
+                   "see how much the cores' other load moves the ratio)")  # fmt: skip
     args = p.parse_args()
+    overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.ours_set)}
     OUT = args.out
     assets = OUT / "assets"
     if args.profile:
@@ -403,8 +431,10 @@ def main() -> int:
         profile(assets, args.profile)
         return 0
     if args.child:
-        run = run_ours if args.child == "ours" else run_trl
-        result = run(assets, OUT / args.child, args.start, args.budget_s)
+        if args.child == "ours":
+            result = run_ours(assets, OUT / args.child, args.start, args.budget_s, overrides)
+        else:
+            result = run_trl(assets, OUT / args.child, args.start, args.budget_s)
         print("RESULT " + json.dumps(result), flush=True)
         return 0
     if not PEER_PYTHON.is_file():
@@ -412,13 +442,21 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     info = build(assets, args.pretrain_steps)
     load = os.getloadavg()
+    for which in ("ours", "trl"):
+        (OUT / f"{which}.ready").unlink(missing_ok=True)
     start = time.time() + 75.0  # both load their model and stack first, then start on the same instant
-    procs = {w: child(w, core, start, args.budget_s) for w, core in (("ours", 0), ("trl", 1))}
+    cores = [int(c) for c in args.cores.split(",")]
+    pairs = zip(("ours", "trl"), cores, strict=True)
+    procs = {w: child(w, core, start, args.budget_s, args.ours_set) for w, core in pairs}
     runs = {w: result_of(proc, w) for w, proc in procs.items()}
     acc = {w: evaluate(OUT / w / "final", assets) for w in runs}
-    base = evaluate(assets / "model", assets)
+    base_file = assets / "base_eval.json"  # the starting model's scores: the same in every run
+    if not base_file.is_file():
+        base_file.write_text(json.dumps(evaluate(assets / "model", assets)))
+    base = json.loads(base_file.read_text())
     end_load = os.getloadavg()[0]
-    print(f"\nmodel {info['params'] / 1e6:.2f}M parameters; budget {args.budget_s:.0f} s each; "
+    print(f"\nours with {overrides or 'the defaults'}; cores ours/TRL {args.cores}")
+    print(f"model {info['params'] / 1e6:.2f}M parameters; budget {args.budget_s:.0f} s each; "
           f"load average at start {load[0]:.1f} / {load[1]:.1f}, at end {end_load:.1f}")  # fmt: skip
     print(f"held-out before training: T=1 {base['acc_t1']:.3f}, greedy {base['acc_greedy']:.3f}")
     print("| | TRL | ours | ratio |\n|---|---|---|---|")
@@ -436,7 +474,18 @@ def main() -> int:
     print("late at the start (s):", {w: round(r["late"], 1) for w, r in runs.items()})
     print("our mean seconds per step by phase:", json.dumps(runs["ours"]["phases"]))
     (OUT / "result.json").write_text(
-        json.dumps({"runs": runs, "acc": acc, "base": base, "info": info}, indent=1)
+        json.dumps(
+            {
+                "runs": runs,
+                "acc": acc,
+                "base": base,
+                "info": info,
+                "ours_set": overrides,
+                "cores": args.cores,
+                "load": [load[0], end_load],
+            },
+            indent=1,
+        )  # fmt: skip
     )
     return 0
 

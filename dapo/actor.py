@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from dapo.config import RunConfig
+from dapo.distributions import ratio_sketch
 from dapo.loss import masked_mean, policy_loss
 from dapo.microbatch import PaddingCount, plan_micro_batches, split_to_count
 from dapo.modeling import eos_token_ids, load_policy, pack, resolve_device, response_logprobs
@@ -48,18 +49,23 @@ class UpdateBatch:
     minibatch_seqs: dict[int, int]
     """Sequences of each whole mini-batch (all workers), for the seq-mean modes."""
     ratio_rows: list[int] = field(default_factory=list)
-    """Rows whose per-token importance ratio to return (token view)."""
+    """Rows whose per-token importance ratio and new-policy log-prob to return (token view)."""
     old_is_current: bool = False
     """True when the update makes one optimiser step (one mini-batch, one epoch) from the policy that
     sampled: ``old_logprobs`` are then not computed (empty), the update's own log-probs, detached, stand
     in for them (the same loss and gradient; every ratio is exactly 1), and the update returns each
     row's per-token entropy, the old policy's, in place of the skipped forward's."""
+    return_entropy: bool = False
+    """Hand back each row's per-token entropy at its first update also when ``old_is_current`` is False:
+    one-step off-policy batches bring the generator's log-probs as ``old_logprobs`` and have no old
+    forward, so the entropy logged is the learner's at the start of the update."""
 
 
 RowValues = dict[int, list[float]]
 """Per-token values of some rows of an update batch, by row."""
-UpdateResult = tuple[dict[str, float], RowValues, RowValues]
-"""What an update returns: (metrics, per-token ratios, per-token entropies), see ``PolicyActor.update``."""
+UpdateResult = tuple[dict[str, float], RowValues, RowValues, RowValues]
+"""What an update returns: (metrics, per-token ratios, per-token entropies, per-token log-probs of the
+policy being updated), see ``PolicyActor.update``."""
 
 
 class PolicyActor:
@@ -102,7 +108,7 @@ class PolicyActor:
                 device=str(self.device),
                 dtype=config.model.dtype,
                 seed=config.seed + rank,
-                **_engine_options(config, sleep=self.sleeps_between_rollouts),
+                **engine_options(config, sleep=self.sleeps_between_rollouts),
             )
         self.train_module: torch.nn.Module = self.model
         if self.fsdp:
@@ -175,8 +181,11 @@ class PolicyActor:
         """``epochs`` passes over the batch, one optimiser step per mini-batch (paper eq. 8).
 
         Returns (metrics averaged over optimiser steps, {row: per-token ratio at its first update},
-        {row: per-token entropy at its first update} for every row when ``batch.old_is_current``, else
-        empty), with ``perf/padding_frac``: the padded share of the token slots of every micro-batch run.
+        {row: per-token entropy at its first update} for every row when ``batch.old_is_current`` or
+        ``batch.return_entropy``, else empty, {row: per-token log π_θ at its first update}: the new
+        log-probs the loss of that step compared with the old ones, for the ``ratio_rows``), with
+        ``perf/padding_frac``: the padded share of the token slots of every micro-batch run, and the
+        sketch of the first epoch's per-token ratios (``dapo.distributions.ratio_sketch``).
         ``actor/pg_loss`` is the SUM of the mini-batch losses over the update's optimiser steps (verl's
         meaning); ``actor/pg_loss_mean`` their mean (docs/metrics.md).
         """
@@ -185,11 +194,14 @@ class PolicyActor:
         counts: dict[str, int] = defaultdict(int)
         ratios: dict[int, list[float]] = {}
         entropies: RowValues = {}
+        logps: RowValues = {}
         padding = PaddingCount()
-        for _ in range(self.config.optim.epochs):
+        first_ratios: list[torch.Tensor] = []  # every trained token's ratio at its first update
+        for epoch in range(self.config.optim.epochs):
             for mb in sorted(set(batch.minibatch)):
                 rows = [i for i, m in enumerate(batch.minibatch) if m == mb]
-                metrics = self._minibatch_step(batch, mb, rows, (ratios, entropies), padding)
+                collect = first_ratios if epoch == 0 else None
+                metrics = self._minibatch_step(batch, mb, rows, (ratios, entropies, logps), padding, collect)
                 for k, v in metrics.items():
                     sums[k] += v
                     counts[k] += 1
@@ -197,15 +209,17 @@ class PolicyActor:
         if "actor/pg_loss" in sums:
             out["actor/pg_loss_mean"] = out["actor/pg_loss"]
             out["actor/pg_loss"] = sums["actor/pg_loss"]
-        return {**out, "perf/padding_frac": padding.fraction}, ratios, entropies
+        sketch = ratio_sketch(torch.cat(first_ratios).numpy()) if first_ratios else {}
+        return {**out, "perf/padding_frac": padding.fraction, **sketch}, ratios, entropies, logps
 
     def _minibatch_step(
         self,
         batch: UpdateBatch,
         mb: int,
         rows: list[int],
-        token_data: tuple[RowValues, RowValues],
+        token_data: tuple[RowValues, RowValues, RowValues],
         padding: PaddingCount,
+        first_ratios: list[torch.Tensor] | None = None,
     ) -> dict[str, float]:
         a = self.config.algorithm
         self.optimizer.zero_grad(set_to_none=True)
@@ -249,6 +263,9 @@ class PolicyActor:
             for k, v in m.items():
                 metrics[k] += v if k == "actor/pg_loss" else v * share
             self._record_rows(batch, idx, logp.detach(), old, entropy, token_data)
+            if first_ratios is not None:  # the tokens the loss sees, for the step's ratio distribution
+                log_ratio = torch.clamp(logp.detach() - old, -20, 20)[mask > 0]
+                first_ratios.append(torch.exp(log_ratio.double()).cpu())
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
         if math.isfinite(float(grad_norm)):
             self.optimizer.step()
@@ -282,17 +299,25 @@ class PolicyActor:
         return logp, entropy, response_mask
 
     def _record_rows(
-        self, batch: UpdateBatch, idx: list[int], logp, old, entropy, token_data: tuple[RowValues, RowValues]
+        self,
+        batch: UpdateBatch,
+        idx: list[int],
+        logp,
+        old,
+        entropy,
+        token_data: tuple[RowValues, RowValues, RowValues],
     ) -> None:
-        """Per-token ratios of the asked rows and, when the old forward was skipped, every row's entropy,
-        at each row's first update (one ``tolist`` per micro-batch, then Python slices)."""
-        ratios, entropies = token_data
+        """Per-token ratios and new log-probs of the asked rows and, when the old forward was skipped,
+        every row's entropy, at each row's first update (one ``tolist`` per micro-batch, then slices)."""
+        ratios, entropies, logps = token_data
         wanted = [j for j, i in enumerate(idx) if i in batch.ratio_rows and i not in ratios]
         if wanted:
             ratio = torch.exp(torch.clamp(logp[wanted] - old[wanted], -20, 20)).tolist()
-            for j, values in zip(wanted, ratio, strict=True):
+            new = logp[wanted].tolist()
+            for j, values, lp in zip(wanted, ratio, new, strict=True):
                 ratios[idx[j]] = values[: len(batch.responses[idx[j]])]
-        if batch.old_is_current and idx[0] not in entropies:
+                logps[idx[j]] = lp[: len(batch.responses[idx[j]])]
+        if (batch.old_is_current or batch.return_entropy) and idx[0] not in entropies:
             ent = entropy.detach().tolist()
             for j, i in enumerate(idx):
                 entropies[i] = ent[j][: len(batch.responses[i])]
@@ -384,7 +409,7 @@ def _pad_rows(rows: list[list[float]], width: int, device: torch.device) -> torc
     return torch.tensor([r + [0.0] * (width - len(r)) for r in rows], dtype=torch.float32, device=device)
 
 
-def _engine_options(config: RunConfig, *, sleep: bool = False) -> dict[str, Any]:
+def engine_options(config: RunConfig, *, sleep: bool = False) -> dict[str, Any]:
     r = config.rollout
     if r.engine == "vllm":
         return {

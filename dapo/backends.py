@@ -7,17 +7,28 @@ A backend offers the operations the trainer's loop needs; the loop is the same f
     compute_logprobs(prompts, responses)              old-policy log-probs and entropies
     update(batch) -> (metrics, ratios, entropies); after_update()    learners, then engines
     set_lr, state_dict / load_state_dict, save_pretrained, memory_stats, close
+    hardware_samples() -> samples the workers took since the last call (dapo.hardware; none in-process)
+
+One-step off-policy generation (``rollout.one_step_off_policy``) adds a behaviour copy of the policy:
+
+    generate_stale(prompts, params)   sample with the behaviour copy; safe to call from another thread
+                                      while ``update`` runs
+    sync_behaviour()                  load the learner's current weights into the behaviour copy (the
+                                      trainer calls it between steps, when no generate_stale runs)
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any, Protocol
 
-from dapo.actor import PolicyActor, UpdateBatch, UpdateResult
+from dapo.actor import PolicyActor, UpdateBatch, UpdateResult, engine_options
 from dapo.batching import score_locally
 from dapo.config import DataConfig, RunConfig
-from dapo.rollout.base import Completion, SamplingParams
+from dapo.report import HardwareSample
+from dapo.rollout import create_engine
+from dapo.rollout.base import Completion, RolloutEngine, SamplingParams
 
 
 class Backend(Protocol):
@@ -32,20 +43,27 @@ class Backend(Protocol):
     ) -> tuple[list[list[float]], list[list[float]]]: ...
     def update(self, batch: UpdateBatch) -> UpdateResult: ...
     def after_update(self) -> None: ...
+    def generate_stale(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]: ...
+    def sync_behaviour(self) -> None: ...
     def set_lr(self, lr: float) -> None: ...
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
     def save_pretrained(self, path: str | Path) -> None: ...
     def memory_stats(self) -> dict[str, float]: ...
+    def hardware_samples(self) -> list[HardwareSample]: ...
     def close(self) -> None: ...
 
 
 class LocalBackend:
-    """Everything in this process: one PolicyActor whose rollout engine shares the learner's weights."""
+    """Everything in this process: one PolicyActor whose rollout engine shares the learner's weights.
+    With one-step off-policy generation a second hf engine holds its own copy of the weights (the
+    behaviour policy), which a background thread samples from while the learner updates."""
 
     def __init__(self, config: RunConfig) -> None:
+        self.config = config
         self.actor = PolicyActor(config)
         self.tokenizer = self.actor.tokenizer
+        self._behaviour: RolloutEngine | None = None
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         return self.actor.generate(prompts, params)
@@ -64,6 +82,29 @@ class LocalBackend:
     def after_update(self) -> None:
         self.actor.after_update()
 
+    def generate_stale(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        if self._behaviour is None:
+            self.sync_behaviour()
+        assert self._behaviour is not None
+        return self._behaviour.generate(prompts, params)
+
+    def sync_behaviour(self) -> None:
+        """The first call copies the model (a frozen, separate copy); later ones copy the weights in."""
+        if self._behaviour is None:
+            model = copy.deepcopy(self.actor.model).eval().requires_grad_(False)
+            for p in model.parameters():
+                p.grad = None
+            self._behaviour = create_engine(
+                "hf",
+                model=model,
+                eos_token_ids=self.actor.eos_ids,
+                pad_token_id=self.actor.pad_id,
+                seed=self.config.seed,
+                **engine_options(self.config),
+            )
+            return
+        self._behaviour.update_weights(self.actor.full_weights())
+
     def set_lr(self, lr: float) -> None:
         self.actor.set_lr(lr)
 
@@ -79,8 +120,13 @@ class LocalBackend:
     def memory_stats(self) -> dict[str, float]:
         return self.actor.memory_stats()
 
+    def hardware_samples(self) -> list[HardwareSample]:
+        return []  # one process: the trainer's own monitor samples it
+
     def close(self) -> None:
         self.actor.engine.close()
+        if self._behaviour is not None:
+            self._behaviour.close()
 
 
 def make_backend(config: RunConfig) -> Backend:

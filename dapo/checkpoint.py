@@ -1,7 +1,9 @@
 """Resumable checkpoints: policy and optimiser state, the data order, and the step.
 
-Layout: ``<run dir>/checkpoints/step_000010/{state.pt, trainer.json}``. A checkpoint is written into a
-temporary folder and renamed into place, so a crash mid-write never leaves a checkpoint that looks whole.
+Layout: ``<run dir>/checkpoints/step_000010/{state.pt, trainer.json}``, and ``pending.pt`` when one-step
+off-policy generation had the next step's batch ready (its samples, so a resumed run trains on them). A
+checkpoint is written into a temporary folder and renamed into place, so a crash mid-write never leaves a
+checkpoint that looks whole.
 Sampling seeds are a function of (seed, step, round), so a run resumed from step k draws the same
 samples and follows the same curves as one that never stopped.
 
@@ -97,7 +99,10 @@ def save(
     *,
     save_optimizer: bool = True,
     keep_last: int = 0,
+    pending: dict[str, Any] | None = None,
 ) -> Path:
+    """Write the step's checkpoint; ``pending``: tensors and plain values of the next step's batch,
+    sampled already (one-step off-policy generation), written as ``pending.pt``."""
     import torch
 
     root = Path(run_dir) / "checkpoints"
@@ -115,6 +120,9 @@ def save(
             (tmp / "trainer.json", lambda f: f.write(json.dumps(meta, indent=1).encode("utf-8"))),
         ):
             _write_durably(target, fill)
+        if pending is not None:
+            target = tmp / "pending.pt"
+            _write_durably(target, lambda f: torch.save(pending, f))
         target = final
         if final.exists():
             shutil.rmtree(final)
@@ -149,6 +157,19 @@ def load(path: Path, backend: Any, stream: Any) -> int:
     backend.load_state_dict(state)
     stream.load_state_dict(meta["stream"])
     return int(meta["step"])
+
+
+def load_pending(path: Path) -> dict[str, Any] | None:
+    """The next step's batch saved with a checkpoint (``save(pending=...)``), or None."""
+    import torch
+
+    file = Path(path) / "pending.pt"
+    if not file.is_file():
+        return None
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except (OSError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"could not read checkpoint {path}: {e}") from None
 
 
 def step_of(path: Path) -> int:

@@ -159,6 +159,12 @@ class RolloutConfig:
     """vLLM: disable CUDA graphs (the reference warns they can change results)."""
     max_batch_size: int = 0
     """hf engine: sequences decoded at once (0 = all); lowers peak memory on large batches."""
+    one_step_off_policy: bool = False
+    """Generate the next step's batch while this step trains, with the weights from before this step's
+    update, so generation and update overlap: from step 2 on each batch is exactly one step stale
+    (rollout/staleness) and the importance ratio uses the generator's log-probs (no old-log-prob
+    forward). Needs a second copy of the weights: the local backend's hf engine keeps one; on Ray, set
+    execution.colocate off. Off (default): on-policy."""
 
     def __post_init__(self) -> None:
         c = _Checks()
@@ -388,12 +394,17 @@ class ExecutionConfig:
 @dataclass(frozen=True)
 class LoggingConfig:
     samples_per_step: int = -1
-    """Training samples of each step handed to the sinks (-1: all)."""
+    """Training samples of each step handed to the sinks and stored (-1: all, kept and discarded groups
+    alike). N >= 0 keeps whole groups up to N samples, the trained groups first, then the discarded ones;
+    the inspector says how many of each discard reason were not stored."""
     token_data_samples_per_step: int = 8
     """Samples per step that keep per-token data (tokens, log-probs, entropy, ratio) for the token view."""
+    hardware_interval_s: float = 5.0
+    """Seconds between hardware samples (CPU, memory, GPU) of each process of the run (0: none)."""
 
     def __post_init__(self) -> None:
         c = _Checks()
+        c.require(0 <= self.hardware_interval_s <= 3600, "hardware_interval_s", "must be 0 (off) to 3600")
         c.require(-1 <= self.samples_per_step <= MAX_INT, "samples_per_step", "must be -1 (all) or >= 0")
         c.require(
             0 <= self.token_data_samples_per_step <= MAX_INT, "token_data_samples_per_step", "must be >= 0"
@@ -454,6 +465,17 @@ class RunConfig:
             or self.algorithm.overlong_buffer_len < self.rollout.max_response_length,
             "algorithm.overlong_buffer_len",
             f"must be below rollout.max_response_length ({self.rollout.max_response_length})",
+        )
+        e = self.execution
+        c.require(
+            not self.rollout.one_step_off_policy or e.backend != "ray" or not e.colocate,
+            "rollout.one_step_off_policy",
+            "needs rollout workers apart from the learners on the ray backend: set execution.colocate off",
+        )
+        c.require(
+            not self.rollout.one_step_off_policy or e.backend == "ray" or self.rollout.engine != "vllm",
+            "rollout.one_step_off_policy",
+            "on the local backend it needs the hf engine; with vllm use backend 'ray' and colocate off",
         )
         c.done()
 

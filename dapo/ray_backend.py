@@ -55,6 +55,8 @@ REWARD_CHUNK = 256
 RESTART_TIMEOUT_S = 300.0
 """How long Ray may take to restart a dead rollout worker before the controller replaces it."""
 LIVENESS_TIMEOUT_S = 30.0
+HARDWARE_QUEUE_SIZE = 10_000
+"""Hardware samples the actors may queue before the controller drains them (the newest are dropped)."""
 """How long a learner may take to answer a ping after a failed collective call before it counts as lost."""
 
 
@@ -85,10 +87,15 @@ class RayBackend:
         self._groups: dict[str, Any] = {}
         self.learners: list[Any] = []
         self.rollouts: list[Any] = []
+        self._hardware: Any = None  # a Ray queue of the actors' hardware samples
         self.connection = connect()
         self._recoverable = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, WorkerNotReady)
         try:
             self._score_task = ray.remote(num_cpus=0)(score_chunk)
+            if self.config.logging.hardware_interval_s > 0:
+                from ray.util.queue import Queue
+
+                self._hardware = Queue(maxsize=HARDWARE_QUEUE_SIZE, actor_options={"num_cpus": 0})
             self.learners = self._start_learners()
             if not self.config.execution.colocate:
                 self.rollouts = [
@@ -143,13 +150,24 @@ class RayBackend:
             self._weights, self._optim = (refs[0][1], refs[0][2]) if keep else (None, None)
             self._memory = {k: max(m.get(k, 0.0) for _, m in results) for k in results[0][1]}
             merged = merge_updates([r for r, _ in results], [rows for _, rows in shards])
-            return merged[0], merged[1], merged[2]
+            return merged[0], merged[1], merged[2], merged[3]
 
         return self._retry("update", once, self._rebuild_learners)
 
     def after_update(self) -> None:
         """Colocated: nothing left to do (``train`` handed the weights to the engine). Split: the rollout
-        workers load the newest weights, one object in the store for all of them."""
+        workers load the newest weights, one object in the store for all of them; with one-step
+        off-policy generation they are the behaviour copy, loaded by ``sync_behaviour`` instead."""
+        if not self.config.rollout.one_step_off_policy:
+            self.sync_behaviour()
+
+    def generate_stale(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        """Sample on the rollout workers (split mode: ``rollout.one_step_off_policy`` requires it) with
+        the weights they hold, while the learners update; called from the trainer's generation thread."""
+        return self._retry("generate", lambda: self._generate_once(prompts, params), self._restore_rollouts)
+
+    def sync_behaviour(self) -> None:
+        """Split mode: the rollout workers load the newest weights (colocated: they are the learners')."""
         if not self.config.execution.colocate and self._weights is not self._broadcast:
             self._retry("after_update", self._broadcast_weights, self._restore_rollouts)
 
@@ -192,6 +210,16 @@ class RayBackend:
             self._memory = {k: max(s.get(k, 0.0) for s in stats) for k in stats[0]}
         return dict(self._memory)
 
+    def hardware_samples(self) -> list[Any]:
+        """The actors' hardware samples since the last call (dapo.hardware), drained from their queue."""
+        if self._hardware is None:
+            return []
+        try:
+            return list(self._hardware.get_nowait_batch(self._hardware.qsize()))
+        except Exception as e:  # the queue's actor is gone (closing, or its node died): no samples
+            log.debug("no hardware samples: %s", e)
+            return []
+
     def close(self) -> None:
         """Kill the workers, free their placement groups, and leave Ray as connect() found it."""
         if self._ray.is_initialized():
@@ -199,6 +227,9 @@ class RayBackend:
                 self._ray.kill(actor, no_restart=True)
             for group in self._groups.values():
                 release(group)
+            if self._hardware is not None:
+                self._hardware.shutdown()
+        self._hardware = None
         self.learners, self.rollouts, self._groups = [], [], {}
         self.connection.close()
 
@@ -249,6 +280,7 @@ class RayBackend:
             generates = self.config.execution.colocate
             self._get_all([a.setup.remote(rank, n, master, True, generates) for rank, a in enumerate(actors)])
             self._load_newest_state(actors)
+            self._start_hardware([(a, f"learner {rank}") for rank, a in enumerate(actors)])
         except BaseException:
             for actor in actors:
                 self._ray.kill(actor, no_restart=True)
@@ -265,13 +297,18 @@ class RayBackend:
         if "rollout" not in self._groups:
             self._reserve("rollout", self.config.execution.num_rollout_workers)
         actor = self._spawn("rollout", index, max_restarts=-1)
-        self._setup_rollout(actor)
+        self._setup_rollout(actor, index)
         return actor
 
-    def _setup_rollout(self, actor: Any) -> None:
+    def _setup_rollout(self, actor: Any, index: int) -> None:
         self._ray.get(actor.setup.remote(0, 1, None, False))
         if self._weights is not None:
             self._ray.get(actor.load_weights.remote(self._weights))
+        self._start_hardware([(actor, f"rollout {index}")])
+
+    def _start_hardware(self, actors: list[tuple[Any, str]]) -> None:
+        if self._hardware is not None:
+            self._get_all([a.start_hardware.remote(self._hardware, name) for a, name in actors])
 
     def _rebuild_learners(self) -> None:
         """Tear the learner group down and build it again from the newest state."""
@@ -288,7 +325,7 @@ class RayBackend:
                 self._ray.kill(actor, no_restart=True)
                 self.rollouts[i] = actor = self._spawn("rollout", i, max_restarts=-1)
             if not ready:
-                self._setup_rollout(actor)
+                self._setup_rollout(actor, i)
 
     def _ready_after_restart(self, actor: Any) -> bool | None:
         """Whether the actor holds a policy, once Ray has finished restarting it; None if it is gone."""

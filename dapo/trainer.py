@@ -13,6 +13,12 @@ Each rollout step reads top to bottom, each phase its own method and timer:
 
 The heavy work goes through a backend (dapo.backends): in this process, or on Ray actors. Both share
 this loop, so a run behaves the same on either.
+
+One-step off-policy generation (``rollout.one_step_off_policy``): phases 1-3 of step k+1 run in a
+background thread on the backend's behaviour copy of the policy (the weights from before step k's
+update) while step k's phases 4-6 run; step k then waits for that batch and loads the new weights into
+the behaviour copy. So every batch after the first is exactly one update stale (``rollout/staleness``),
+and its old log-probs are the generator's own (docs/dapo.md §1).
 """
 
 from __future__ import annotations
@@ -20,7 +26,10 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -30,14 +39,33 @@ from dapo.backends import Backend, make_backend
 from dapo.batching import Rollout, build_update_batch, make_rollouts, old_policy_is_current, step_metrics
 from dapo.config import RunConfig
 from dapo.data import encode_prompts, load_problems
+from dapo.distributions import pop_ratio_sketch, step_distributions
+from dapo.hardware import HardwareMonitor
 from dapo.report import RunInfo, RunResult, SampleRecord, Sink, Status, StepReport
-from dapo.rollout.base import SamplingParams
+from dapo.rollout.base import Completion, SamplingParams
 from dapo.sampling import GroupBatchFiller, keep_groups
 from dapo.stream import ProblemStream
 from dapo.timing import Timer
 from dapo.validation import load_validation_sets, validate
 
 log = logging.getLogger(__name__)
+
+Round = tuple[list[int], list[Completion]]
+"""One generation round: the problem ids drawn and their completions (n per problem, contiguous)."""
+
+
+@dataclass
+class NextBatch:
+    """A step's batch generated ahead (one-step off-policy): what ``_generate_and_filter`` returns, the
+    rounds behind it (to checkpoint), the policy version that sampled it and its phase times."""
+
+    step: int
+    version: int
+    filler: GroupBatchFiller[Rollout]
+    rollouts: list[Rollout]
+    batch: list[Rollout]
+    rounds: list[Round]
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 class Trainer:
@@ -59,6 +87,12 @@ class Trainer:
         self.resume, self.resume_from = resume, resume_from
         self._backend = backend
         self.step = 0
+        self.off_policy = config.rollout.one_step_off_policy
+        self._next: NextBatch | Future[NextBatch] | None = None
+        """One-step off-policy: the next step's batch, or the job that is generating it."""
+        self._behaviour_version = 0
+        """Updates behind the weights of the backend's behaviour copy (= the step they were synced at)."""
+        self._pool: ThreadPoolExecutor | None = None
 
     # ---- set-up -------------------------------------------------------------------------------
 
@@ -79,6 +113,12 @@ class Trainer:
         if path is not None:
             self.step = ckpt.load(path, self.backend, self.stream)
             log.info("resumed from %s at step %d", path, self.step)
+            self._restore_next(ckpt.load_pending(path))
+        if self.off_policy:
+            self.backend.sync_behaviour()
+            self._behaviour_version = self.step
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dapo-rollout")
+            self._threads = torch.get_num_threads()  # the generation thread runs with as many
         self.t0 = time.time()
 
     def _emit(self, method: str, *args) -> None:
@@ -91,9 +131,13 @@ class Trainer:
         status: Status = "succeeded"
         error: str | None = None
         metrics: dict[str, float] = {}
+        monitor: HardwareMonitor | None = None
         try:
             self._setup()
             c = self.config
+            collect = getattr(self.backend, "hardware_samples", None)  # Ray: the actors' samples
+            emit = lambda samples: self._emit("on_hardware", samples)  # noqa: E731
+            monitor = HardwareMonitor(c.logging.hardware_interval_s, emit, collect=collect).start()
             self._emit(
                 "on_start",
                 RunInfo(
@@ -117,6 +161,9 @@ class Trainer:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
             log.error("run failed at step %d:\n%s", self.step + 1, traceback.format_exc())
         finally:
+            self._stop_generating()
+            if monitor is not None:
+                monitor.stop()
             if self._backend is None and hasattr(self, "backend"):
                 self.backend.close()
         self._emit("on_finish", status, error)
@@ -128,21 +175,40 @@ class Trainer:
         self.step += 1
         with timer("step"):
             self.backend.set_lr(self._lr(self.step))
-            filler, rollouts, batch = self._generate_and_filter(timer)
+            staleness = 0
+            if self.off_policy:
+                filler, rollouts, batch, staleness = self._take_next_batch(timer)
+            else:
+                filler, rollouts, batch = self._generate_and_filter(timer)
             with timer("adv"):
                 self._advantages(rollouts)
-            reuse = old_policy_is_current(len(batch), c)
+            reuse = old_policy_is_current(len(batch), c, stale=staleness > 0)
             with timer("old_log_prob"):
-                if not reuse:
+                if self.off_policy and not reuse:  # the behaviour policy's: the generator's log-probs
+                    for r in batch:
+                        r.old_logprobs = r.sampling_logprobs
+                elif not reuse:
                     self._old_logprobs(batch)
             with timer("update_actor"):
                 update = build_update_batch(
-                    batch, c, token_rows=c.logging.token_data_samples_per_step, old_is_current=reuse
+                    batch,
+                    c,
+                    token_rows=c.logging.token_data_samples_per_step,
+                    old_is_current=reuse,
+                    return_entropy=self.off_policy,
                 )
-                actor_metrics, ratios, entropies = self.backend.update(update) if batch else ({}, {}, {})
+                result = self.backend.update(update) if batch else ({}, {}, {}, {})
+                actor_metrics, ratios, entropies, new_logps = result
                 self.backend.after_update()
+            if self.off_policy:
+                with timer("wait_gen"):
+                    self._finish_next_batch()
+                actor_metrics["rollout/staleness"] = float(staleness)
+            ratio_quantiles = pop_ratio_sketch(actor_metrics)
             for row, ratio in ratios.items():
                 batch[row].token_ratio = ratio
+            for row, logps in new_logps.items():  # the loss's old log-probs are these when reused
+                batch[row].new_logprobs = logps
             for row, entropy in entropies.items():  # the old policy's, when its forward was skipped
                 batch[row].entropy = entropy
             actor_metrics["actor/old_logprob_reused"] = float(reuse)
@@ -157,35 +223,52 @@ class Trainer:
                     self._save()
         metrics.update(timer.metrics(prefix="timing_s/"))
         metrics.update(self._timing(timer, batch))
-        self._report(metrics, rollouts, val_samples)
+        self._report(metrics, rollouts, val_samples, step_distributions(rollouts, batch, ratio_quantiles))
         return metrics
 
     # ---- phases -------------------------------------------------------------------------------
 
     def _generate_and_filter(
-        self, timer: Timer
+        self,
+        timer: Timer,
+        *,
+        step: int | None = None,
+        generate: Any = None,
+        rounds: list[Round] | None = None,
     ) -> tuple[GroupBatchFiller[Rollout], list[Rollout], list[Rollout]]:
         """Generation rounds until the batch is full (or the round limit); returns (filler, every
-        rollout of the step, the trained batch)."""
+        rollout of the step, the trained batch).
+
+        ``step``: the step the batch is for (default: the current one); ``generate``: the backend call
+        that samples (default ``backend.generate``); ``rounds``: receives each round's problem ids and
+        completions; rounds it holds already are replayed, not generated (a checkpointed batch)."""
         c, a = self.config, self.config.algorithm
+        step = self.step if step is None else step
+        generate = generate or self.backend.generate
+        replay = list(rounds or [])
         G = c.rollout.n
         limit = a.max_num_gen_batches if a.dynamic_sampling else 1
         filler: GroupBatchFiller[Rollout] = GroupBatchFiller(c.data.train_batch_size, G, limit)
         rollouts: list[Rollout] = []
         round_index = 0
         while filler.may_generate_more:
-            n_prompts = c.data.gen_batch_size if a.dynamic_sampling else c.data.train_batch_size
-            problem_ids = self.stream.take(n_prompts)
-            params = SamplingParams(
-                n=G,
-                temperature=c.rollout.temperature,
-                top_p=c.rollout.top_p,
-                top_k=c.rollout.top_k,
-                max_new_tokens=c.rollout.max_response_length,
-                seed=self._seed(round_index),
-            )
-            with timer("gen"):
-                completions = self.backend.generate([self.train_prompts[i] for i in problem_ids], params)
+            if round_index < len(replay):
+                problem_ids, completions = replay[round_index]
+            else:
+                n_prompts = c.data.gen_batch_size if a.dynamic_sampling else c.data.train_batch_size
+                problem_ids = self.stream.take(n_prompts)
+                params = SamplingParams(
+                    n=G,
+                    temperature=c.rollout.temperature,
+                    top_p=c.rollout.top_p,
+                    top_k=c.rollout.top_k,
+                    max_new_tokens=c.rollout.max_response_length,
+                    seed=self._seed(round_index, step),
+                )
+                with timer("gen"):
+                    completions = generate([self.train_prompts[i] for i in problem_ids], params)
+                if rounds is not None:
+                    rounds.append((problem_ids, completions))
             with timer("reward"):
                 new = make_rollouts(
                     self.backend,
@@ -194,7 +277,7 @@ class Trainer:
                     [self.train_prompts[i] for i in problem_ids],
                     completions,
                     c,
-                    step=self.step,
+                    step=step,
                     first_group=len(rollouts) // G,
                 )
             rollouts.extend(new)
@@ -207,7 +290,101 @@ class Trainer:
         batch = filler.batch()
         for r in batch:
             r.kept = True
+        for g, reason in enumerate(filler.group_reasons()):  # groups arrive in the rollouts' order
+            for r in rollouts[g * G : (g + 1) * G]:
+                r.discard_reason = reason
         return filler, rollouts, batch
+
+    # ---- one-step off-policy generation ------------------------------------------------------
+
+    def _take_next_batch(
+        self, timer: Timer
+    ) -> tuple[GroupBatchFiller[Rollout], list[Rollout], list[Rollout], int]:
+        """This step's batch (generated during the previous step, or now when there is none: the first
+        step, or a resume without a saved one), its staleness, and the next step's generation started
+        on the behaviour copy, which holds the weights of before this step's update."""
+        ready = self._next
+        self._next = None
+        if not isinstance(ready, NextBatch) or ready.step != self.step:
+            rounds: list[Round] = []
+            filler, rollouts, batch = self._generate_and_filter(timer, rounds=rounds)
+            ready = NextBatch(self.step, self.step - 1, filler, rollouts, batch, rounds)
+        for name, seconds in ready.seconds.items():
+            timer.totals[name] += seconds
+        staleness = (self.step - 1) - ready.version  # learner's version (updates done) - the sampler's
+        if not 0 <= staleness <= 1:
+            raise RuntimeError(f"step {self.step}: a batch {staleness} updates stale; the bound is one")
+        if self.step < self.config.optim.total_steps and self._pool is not None:
+            self._next = self._pool.submit(self._generate_next, self.step + 1, self._behaviour_version)
+        return ready.filler, ready.rollouts, ready.batch, staleness
+
+    def _generate_next(self, step: int, version: int) -> NextBatch:
+        """The background job: step ``step``'s batch sampled by the behaviour copy (policy ``version``)."""
+        torch.set_num_threads(self._threads)
+        timer, rounds = Timer(), list[Round]()
+        filler, rollouts, batch = self._generate_and_filter(
+            timer, step=step, generate=self.backend.generate_stale, rounds=rounds
+        )
+        return NextBatch(step, version, filler, rollouts, batch, rounds, dict(timer.totals))
+
+    def _finish_next_batch(self) -> None:
+        """Wait for the next step's batch, then load the updated weights into the behaviour copy."""
+        if isinstance(self._next, Future):
+            self._next = self._next.result()
+        self.backend.sync_behaviour()
+        self._behaviour_version = self.step
+
+    def _stop_generating(self) -> None:
+        """Let a running generation job end (its failure does not mask the run's), then the thread."""
+        if isinstance(self._next, Future):
+            try:
+                self._next.result()
+            except Exception:  # noqa: BLE001 - the run is ending already; its own error is reported
+                log.exception("the background generation failed while the run was ending")
+            self._next = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def _pending_state(self) -> dict[str, Any] | None:
+        """The next step's batch for the checkpoint: each round's problem ids and completions as flat
+        tensors (weights_only-loadable)."""
+        ready = self._next
+        if not isinstance(ready, NextBatch):
+            return None
+        rounds = []
+        for problem_ids, completions in ready.rounds:
+            rounds.append(
+                {
+                    "problem_ids": torch.tensor(problem_ids, dtype=torch.long),
+                    "lengths": torch.tensor([len(x.token_ids) for x in completions], dtype=torch.long),
+                    "token_ids": torch.tensor([t for x in completions for t in x.token_ids]),
+                    "logprobs": torch.tensor([v for x in completions for v in x.logprobs]),
+                    "eos": torch.tensor([x.finish_reason == "eos" for x in completions]),
+                }
+            )
+        return {"step": ready.step, "version": ready.version, "rounds": rounds}
+
+    def _restore_next(self, pending: dict[str, Any] | None) -> None:
+        """Rebuild a checkpoint's next batch (rescored and refiltered as when it was generated)."""
+        if pending is None:
+            return
+        if not self.off_policy or int(pending["step"]) != self.step + 1:
+            log.warning("the checkpoint's pre-generated batch for step %s is not used; its prompts are "
+                        "skipped", pending["step"])  # fmt: skip
+            return
+        rounds: list[Round] = []
+        for r in pending["rounds"]:
+            tokens, logprobs = r["token_ids"].tolist(), r["logprobs"].tolist()
+            completions, at = [], 0
+            for length, eos in zip(r["lengths"].tolist(), r["eos"].tolist(), strict=True):
+                finish = "eos" if eos else "length"
+                completions.append(Completion(tokens[at : at + length], logprobs[at : at + length], finish))
+                at += length
+            rounds.append((r["problem_ids"].tolist(), completions))
+        step = self.step + 1
+        filler, rollouts, batch = self._generate_and_filter(Timer(), step=step, rounds=rounds)
+        self._next = NextBatch(step, int(pending["version"]), filler, rollouts, batch, rounds)
 
     def _advantages(self, rollouts: list[Rollout]) -> None:
         a = self.config.algorithm
@@ -267,13 +444,14 @@ class Trainer:
             self.config,
             save_optimizer=c.save_optimizer,
             keep_last=c.keep_last,
+            pending=self._pending_state(),
         )
         self._emit("on_checkpoint", self.step, str(path))
 
-    def _report(self, metrics: dict[str, float], rollouts: list[Rollout], val_samples: list) -> None:
-        limit = self.config.logging.samples_per_step
-        shown = rollouts if limit < 0 else rollouts[:limit]
-        samples = [r.record(self.tokenizer) for r in shown]
+    def _report(
+        self, metrics: dict[str, float], rollouts: list[Rollout], val_samples: list, distributions: dict
+    ) -> None:
+        samples = [r.record(self.tokenizer) for r in reported(rollouts, self.config)]
         self._emit(
             "on_step",
             StepReport(
@@ -283,6 +461,7 @@ class Trainer:
                 val_samples=val_samples,
                 wall_time=time.time(),
                 elapsed_s=time.time() - self.t0,
+                distributions=distributions,
             ),
         )
 
@@ -313,10 +492,11 @@ class Trainer:
             return o.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
         return o.lr
 
-    def _seed(self, round_index: int) -> int:
+    def _seed(self, round_index: int, step: int | None = None) -> int:
         """Sampling seed of a generation round: a function of (seed, step, round), so a resumed run
-        draws the same samples as an uninterrupted one."""
-        return (self.config.seed * 1_000_003 + self.step * 1_009 + round_index) % (2**31)
+        draws the same samples as an uninterrupted one (``step`` defaults to the current one)."""
+        step = self.step if step is None else step
+        return (self.config.seed * 1_000_003 + step * 1_009 + round_index) % (2**31)
 
     def _timing(self, timer: Timer, batch: list[Rollout]) -> dict[str, float]:
         """Step time and throughput. verl's: ``timing_s/step`` and ``perf/time_per_step`` are the whole
@@ -338,6 +518,19 @@ class Trainer:
         }
         out.update(self.backend.memory_stats())
         return out
+
+
+def reported(rollouts: list[Rollout], config: RunConfig) -> list[Rollout]:
+    """The step's samples handed to the sinks: all of them, or with ``logging.samples_per_step`` = N >= 0
+    whole groups up to N samples, the trained groups first, then the discarded ones in generation order
+    (the inspector shows how many of each reason were not stored, from the step's metrics)."""
+    limit = config.logging.samples_per_step
+    if limit < 0:
+        return rollouts
+    G = config.rollout.n
+    groups = [rollouts[i : i + G] for i in range(0, len(rollouts), G)]
+    groups.sort(key=lambda group: not group[0].kept)  # stable: generation order within each kind
+    return [r for group in groups[: limit // G] for r in group]
 
 
 FILTER_FIELD = {"acc": "acc", "score": "score", "seq_reward": "reward"}

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db.models import Case, Count, Max, Min, Q, Sum, Value, When
+from runs import access
 from runs.models import Run, Sample
 
 from catalog.models import Dataset
@@ -42,7 +43,7 @@ class Rate:
 def runs_using(dataset: Dataset, user: Any) -> dict[str, list[Run]]:
     """{"train": runs, "val": runs} of the runs this user can see that read that split from the dataset."""
     files = {"train": dataset.path, "val": dataset.val_path}
-    candidates = Run.objects.visible_to(user).filter(
+    candidates = access.visible_runs(user).filter(
         Q(dataset=dataset) | Q(dataset__isnull=True, config__data__train_path=dataset.path)
     )
     used: dict[str, list[Run]] = {"train": [], "val": []}

@@ -24,6 +24,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
+from runs import access
 from runs.models import MetricPoint, Run, Sample
 from runs.records import distinct_ascending
 from runs.series import metric_series
@@ -60,7 +61,7 @@ def resolve_runs(request: HttpRequest) -> list[Run]:
     raw_ids, group = request.GET.get("ids"), request.GET.get("group")
     if "\x00" in (raw_ids or "") + (group or ""):
         raise CompareError(400, "The query contains a NUL character.")
-    visible = Run.objects.visible_to(request.user).select_related("owner")
+    visible = access.visible_runs(request.user).select_related("owner")
     if raw_ids is None and group:
         runs = list(visible.filter(group=group).order_by("created_at", "id")[: MAX_RUNS + 1])
         if not runs:
@@ -246,20 +247,31 @@ def _query(request: HttpRequest) -> dict[str, str]:
 @guarded(html=True)
 def compare_page(request: HttpRequest) -> HttpResponse:
     runs = resolve_runs(request)
+    context = compare_context(runs, request.GET.get("metrics"), _query(request))
+    context["group"] = request.GET.get("group")
+    return render(
+        request, "compare/compare.html", {**context, "data_json": script_json(context["page_data"])}
+    )
+
+
+def compare_context(
+    runs: list[Run], metrics: str | list[str] | None, query: dict[str, str]
+) -> dict[str, Any]:
+    """What the compare page renders for ``runs`` (``page_data``: the JSON its script reads). ``metrics``:
+    a comma-separated string or a list; None: the defaults. A saved comparison's page uses it too."""
     names = sorted(set().union(*(metric_names(run) for run in runs)))
-    chosen = chosen_metrics(request.GET.get("metrics"), names, runs)  # not logged yet: a chart that waits
+    raw = ",".join(metrics) if isinstance(metrics, list) else metrics
+    chosen = chosen_metrics(raw, names, runs)  # a name not logged yet: a chart that waits
     data = {
         "runs": [run_info(run, i) for i, run in enumerate(runs)],
         "names": names,
         "chosen": chosen,
         "curves": curves(runs, chosen, with_tokens=True),
-        "query": _query(request),
+        "query": query,
         "token_metrics": list(TOKEN_METRICS),
     }
-    context = {"runs": data["runs"], "diff": diff_rows(runs), "data_json": script_json(data),
-               "n_names": len(names), "group": request.GET.get("group"), "query": urlencode(_query(request)),
-               "n_settings": len(flatten(runs[0].config))}  # fmt: skip
-    return render(request, "compare/compare.html", context)
+    return {"runs": data["runs"], "diff": diff_rows(runs), "page_data": data, "n_names": len(names),
+            "query": urlencode(query), "n_settings": len(flatten(runs[0].config))}  # fmt: skip
 
 
 def script_json(data: Any) -> str:
@@ -329,7 +341,7 @@ def _int_param(request: HttpRequest, name: str, default: int | None) -> int | No
 @require_GET
 def compare_groups(request: HttpRequest) -> HttpResponse:
     """The user's run groups, newest first, with their runs' ids (the runs list links each to compare)."""
-    runs = Run.objects.visible_to(request.user).exclude(group="")
+    runs = access.visible_runs(request.user).exclude(group="")
     groups = list(
         runs.values("group").annotate(n=Count("id"), newest=Max("created_at")).order_by("-newest")[:50]
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Avg, Count, Q
+from runs import access
 from runs.models import Run, Sample
 
 MAX_OTHER_RUNS = 50
@@ -34,7 +35,7 @@ def problem_timeline(run: Run, user: Any, split: str, problem: int) -> dict[str,
     same = Q(config__data__train_path=path) | Q(config__data__val_path=path) if path else Q(pk__in=[])
     if run.dataset_id:
         same |= Q(dataset_id=run.dataset_id)
-    visible = Run.objects.visible_to(user).filter(same).exclude(pk=run.pk)
+    visible = access.visible_runs(user).filter(same).exclude(pk=run.pk)
     others = list(
         visible.only("id", "name", "config", "dataset_id").order_by("-created_at")[: MAX_OTHER_RUNS + 1]
     )

@@ -1,36 +1,109 @@
-"""Which runs a user may see: one lookup for the pages, the API and the websocket.
+"""Who may see and who may change a run or a saved comparison: the one place the rule lives.
 
-The rule is ``Run.objects.visible_to`` (owners see their runs, a superuser sees all, an anonymous user
-none). A run the user may not see answers exactly like a missing one: a 404 for pages and the API, a
-closed socket for the websocket, so an id tells a stranger nothing.
+Read: the owner; a superuser; a user the run is shared with, by name or through a Django group; and a user
+a saved comparison is shared with, for the comparison's runs that its owner owns (sharing a comparison
+shares the curves in it, never a run its owner could only read). Write (rename, tag, notes, archive,
+share, cancel, resume, export, delete): the owner and a superuser only.
+
+Everyone else gets a 404 (another user's private run looks missing; the websocket closes as for a
+missing run), so an id tells a stranger nothing; a reader who tries to write gets a 403 that says the run
+is shared read-only. Pages, the API and the websocket all ask here (``run_for``, ``find_run``,
+``visible_runs``); ``Run.objects.visible_to`` delegates here too.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from config.params import int_or_none
+from django.core.exceptions import PermissionDenied
+from django.db.models import F, Q, QuerySet
 from django.http import Http404, HttpRequest
 
-from runs.models import Run, RunQuerySet
+from runs.models import Run, SavedComparison
+
+READ_ONLY = "This run is shared with you read-only: only its owner can change it."
 
 
-def visible_runs(user: Any) -> RunQuerySet:
-    """The runs ``user`` may see."""
-    return Run.objects.visible_to(user)
+def _groups(user: Any) -> QuerySet:
+    return user.groups.all()
+
+
+def shared_comparisons(user: Any) -> QuerySet[SavedComparison]:
+    """Comparisons shared with this user (by name or group), not their own."""
+    return SavedComparison.objects.filter(Q(shared_users=user) | Q(shared_groups__in=_groups(user)))
+
+
+RunSet = TypeVar("RunSet", bound=QuerySet[Run])
+
+
+def readable(runs: RunSet, user: Any) -> RunSet:
+    """``runs`` narrowed to those ``user`` may read (see the module's rule). No join in the result: each
+    sharing path is an ``IN (subquery)``, so counts, ``values()`` and ``update()`` work as on a plain set."""
+    if user is None or not user.is_authenticated:
+        return runs.none()
+    if user.is_superuser:
+        return runs
+    groups = _groups(user)
+    by_name = Run.shared_users.through.objects.filter(user=user).values("run_id")
+    by_group = Run.shared_groups.through.objects.filter(group__in=groups).values("run_id")
+    in_comparison = Run.objects.filter(
+        saved_comparisons__in=shared_comparisons(user).values("pk"),
+        owner=F("saved_comparisons__owner"),
+    ).values("pk")
+    return runs.filter(Q(owner=user) | Q(pk__in=by_name) | Q(pk__in=by_group) | Q(pk__in=in_comparison))
+
+
+def visible_runs(user: Any) -> QuerySet[Run]:
+    """Every run ``user`` may read."""
+    return readable(Run.objects.all(), user)
+
+
+def writable_runs(user: Any) -> QuerySet[Run]:
+    """Every run this user may change: their own (a superuser: all)."""
+    if user is None or not user.is_authenticated:
+        return Run.objects.none()
+    return Run.objects.all() if user.is_superuser else Run.objects.filter(owner=user)
+
+
+def can_write(user: Any, run: Run) -> bool:
+    return bool(user is not None and user.is_authenticated and (user.is_superuser or run.owner_id == user.pk))
 
 
 def find_run(user: Any, run_id: Any) -> Run | None:
-    """The run ``run_id`` (an int or its digits) if ``user`` may see it; None for anything else."""
+    """The run ``run_id`` (an int or its digits) if ``user`` may read it; None for anything else."""
     pk = int_or_none(run_id)
     if pk is None:
         return None
     return visible_runs(user).select_related("owner", "parent").filter(pk=pk).first()
 
 
-def run_for(request: HttpRequest | Any, run_id: Any) -> Run:
-    """The run for this request's user, or ``Http404`` (the API answers it as 404 too)."""
+def run_for(request: HttpRequest | Any, run_id: Any, *, write: bool = False) -> Run:
+    """The run for this request's user, or ``Http404`` (the API answers it as 404 too); with ``write``,
+    ``PermissionDenied`` (403) for a reader who is not its owner."""
     run = find_run(request.user, run_id)
     if run is None:
         raise Http404("No such run.")
+    if write and not can_write(request.user, run):
+        raise PermissionDenied(READ_ONLY)
     return run
+
+
+def readable_comparisons(user: Any) -> QuerySet[SavedComparison]:
+    """Saved comparisons this user owns or that are shared with them (a superuser: all)."""
+    if user is None or not user.is_authenticated:
+        return SavedComparison.objects.none()
+    if user.is_superuser:
+        return SavedComparison.objects.all()
+    return SavedComparison.objects.filter(Q(owner=user) | Q(pk__in=shared_comparisons(user).values("pk")))
+
+
+def comparison_for(user: Any, comparison_id: Any, *, write: bool = False) -> SavedComparison:
+    """A saved comparison this user may read (404 otherwise); with ``write``, 403 unless they own it."""
+    pk = int_or_none(comparison_id)
+    found = readable_comparisons(user).filter(pk=pk).first() if pk is not None else None
+    if found is None:
+        raise Http404("No such comparison.")
+    if write and not (user.is_superuser or found.owner_id == user.pk):
+        raise PermissionDenied("This comparison is shared with you read-only: only its owner can change it.")
+    return found

@@ -29,6 +29,7 @@ from redis.exceptions import RedisError
 
 from runs.access import find_run
 from runs.events import group_name
+from runs.models import Run
 from runs.series import snapshot
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,12 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(message["event"])
 
     async def _send_snapshot(self, kind: str, after: int | None) -> None:
-        data = await database_sync_to_async(snapshot)(self.run, after)
+        # a catch-up fills a gap of steps; hardware samples come whole with each (re)connection's snapshot
+        try:
+            data = await database_sync_to_async(snapshot)(self.run, after, hardware=kind == "snapshot")
+        except Run.DoesNotExist:  # deleted by its owner (runs.manage) while this socket was open
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
         await self.send_json({"type": kind, **data})
 
 

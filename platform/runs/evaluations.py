@@ -27,6 +27,7 @@ from rest_framework.views import APIView
 
 from dapo.config import ConfigError, RunConfig
 from dapo.presets import PRESETS, get_preset
+from runs import access
 from runs.api import extend_schema
 from runs.configuring import check_paths, nul_errors, shown, validate_name
 from runs.model_exports import steps_on_disk
@@ -110,7 +111,7 @@ def _source(user: Any, body: Mapping[str, Any]) -> tuple[BaseModel | Checkpoint 
     if not isinstance(checkpoint, Mapping):
         return None, {"checkpoint": 'must be {"run": id, "step"?: N}'}
     run_id, _ = _int(checkpoint.get("run"), "run", 1, DB_ID_MAX)
-    run = Run.objects.visible_to(user).filter(pk=run_id).first() if run_id else None
+    run = access.visible_runs(user).filter(pk=run_id).first() if run_id else None
     if run is None:
         return None, {"checkpoint": f"no run {shown(checkpoint.get('run'))} of yours"}
     steps = steps_on_disk(run)
@@ -191,7 +192,7 @@ def evaluation_new(request: HttpRequest) -> HttpResponse:
 
 def _context(request: HttpRequest, values: dict[str, Any], errors: Errors) -> dict[str, Any]:
     runs = (
-        Run.objects.visible_to(request.user).filter(kind=Kind.TRAINING, checkpoints__isnull=False).distinct()
+        access.visible_runs(request.user).filter(kind=Kind.TRAINING, checkpoints__isnull=False).distinct()
     )
     checkpoints = [
         {"value": f"{run.pk}:{step}", "label": f"#{run.pk} {run.name} · step {step}"}

@@ -20,7 +20,17 @@ from django.utils import timezone
 
 from runs import dispatch
 from runs.model_exports import ExportStatus, ModelExport
-from runs.records import Checkpoint, MetricPoint, Sample, clean_metrics
+from runs.notifications import Notification, NotificationSettings, run_finished
+from runs.records import (
+    Checkpoint,
+    HardwareSample,
+    MetricPoint,
+    Sample,
+    StepDistribution,
+    clean_metrics,
+    clean_quantiles,
+)
+from runs.saved import SavedComparison, SavedView
 
 if TYPE_CHECKING:
     from dapo.config import RunConfig
@@ -50,10 +60,11 @@ class LeaseLost(Exception):
 
 class RunQuerySet(models.QuerySet["Run"]):
     def visible_to(self, user: Any) -> RunQuerySet:
-        """Runs a user may see and control: their own; a superuser sees all; an anonymous user none."""
-        if not user.is_authenticated:
-            return self.none()
-        return self if user.is_superuser else self.filter(owner=user)
+        """Runs a user may read: ``runs.access.readable`` (their own, those shared with them; a superuser
+        all; an anonymous user none). Kept for callers of the old name; the rule lives in runs.access."""
+        from runs import access
+
+        return access.readable(self, user)
 
 
 class Run(models.Model):
@@ -100,6 +111,26 @@ class Run(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    last_step_at = models.DateTimeField(null=True, blank=True, help_text="When the newest step was recorded.")
+    stalled_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Marked stalled (no new step for the owner's stall_minutes); a step clears it.",
+    )
+
+    # ---- management and sharing (runs.manage, runs.access) ----
+    tags = models.JSONField(default=list, blank=True, help_text="Short labels (runs.manage.clean_tags).")
+    notes = models.TextField(blank=True, help_text="Markdown, shown rendered without raw HTML.")
+    archived = models.BooleanField(default=False, db_index=True, help_text="Hidden from the default list.")
+    resumed_steps = models.JSONField(
+        default=list, blank=True, help_text="First step of each attempt that resumed from a checkpoint."
+    )
+    shared_users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="runs_shared_with", help_text="Read-only."
+    )
+    shared_groups = models.ManyToManyField(
+        "auth.Group", blank=True, related_name="runs_shared_with", help_text="Read-only, every member."
+    )
 
     objects = RunQuerySet.as_manager()
 
@@ -197,7 +228,12 @@ class Run(models.Model):
         self.attempt_started_at = now
         self.attempt_start_step = info.start_step
         self.total_steps = info.total_steps
-        self.save(update_fields=["started_at", "attempt_started_at", "attempt_start_step", "total_steps"])
+        self.stalled_at = None  # a new attempt: stall detection counts from its start
+        fields = ["started_at", "attempt_started_at", "attempt_start_step", "total_steps", "stalled_at"]
+        if info.start_step > (self.fork_step or 0) + 1 and info.start_step not in self.resumed_steps:
+            self.resumed_steps = [*self.resumed_steps, info.start_step]  # a marker on the run page's curves
+            fields.append("resumed_steps")
+        self.save(update_fields=fields)
 
     def record_step(self, report: StepReport, *, worker_id: str | None = None) -> None:
         """Write a step's metrics, samples and progress in one transaction. A replayed step (a redelivered
@@ -213,9 +249,17 @@ class Run(models.Model):
             for n, v in metrics.items()
         ]
         samples = [Sample.from_record(self.pk, r) for r in [*report.samples, *report.val_samples]]
+        quantiles = clean_quantiles(getattr(report, "distributions", None) or {})
+        distributions = [
+            StepDistribution(run_id=self.pk, step=report.step, name=n, quantiles=q)
+            for n, q in quantiles.items()
+        ]
         latest = {**self.latest_metrics, **metrics}  # validation metrics stay until the next validation
         with transaction.atomic():
-            if not self._fenced(worker_id).update(step=report.step, latest_metrics=latest):
+            now = timezone.now()
+            if not self._fenced(worker_id).update(
+                step=report.step, latest_metrics=latest, last_step_at=now, stalled_at=None
+            ):
                 raise LeaseLost(f"run {self.pk}: {worker_id} lost the lease before step {report.step}")
             MetricPoint.objects.bulk_create(
                 points,
@@ -231,7 +275,13 @@ class Run(models.Model):
                 update_fields=Sample.UPDATABLE,
                 batch_size=200,
             )
-        self.step, self.latest_metrics = report.step, latest
+            StepDistribution.objects.bulk_create(
+                distributions,
+                update_conflicts=True,
+                unique_fields=["run", "name", "step"],
+                update_fields=["quantiles"],
+            )
+        self.step, self.latest_metrics, self.last_step_at, self.stalled_at = report.step, latest, now, None
 
     def record_checkpoint(self, step: int, path: str, *, worker_id: str | None = None) -> None:
         """The run's newest checkpoint (fenced by the lease like ``record_step``)."""
@@ -261,7 +311,11 @@ class Run(models.Model):
             lease_owner="",
             lease_expires=None,
         )
+        if not Run.objects.filter(pk=self.pk).exists():  # deleted meanwhile (runs.manage): stays gone
+            return False
         self.refresh_from_db()
+        if won:
+            run_finished(self)
         return bool(won)
 
     def cancel_requested_now(self) -> bool:
@@ -350,6 +404,7 @@ class Run(models.Model):
             "progress": self.progress,
             "error": self.error,
             "cancel_requested": self.cancel_requested,
+            "stalled": self.status == Status.RUNNING and self.stalled_at is not None,
             "can_cancel": self.can_cancel,
             "can_resume": self.can_resume,
             "created_at": self.created_at.isoformat() if self.created_at else None,
@@ -359,7 +414,20 @@ class Run(models.Model):
             "eta_s": self.eta_s(),
             "last_checkpoint_step": self.last_checkpoint_step,
             "latest_metrics": self.latest_metrics,
+            "tags": list(self.tags or []),
+            "archived": self.archived,
+            "markers": self.markers(),
         }
+
+    def markers(self) -> list[dict[str, Any]]:
+        """Where the curves change hands: the step a fork starts after, and each resume from a checkpoint."""
+        out = []
+        if self.parent_id is not None and self.fork_step is not None:
+            out.append({"step": self.fork_step, "kind": "fork",
+                        "label": f"forked from #{self.parent_id} at step {self.fork_step}"})  # fmt: skip
+        for step in self.resumed_steps or []:
+            out.append({"step": step - 1, "kind": "resume", "label": f"resumed after step {step - 1}"})
+        return out
 
 
 __all__ = [
@@ -371,7 +439,13 @@ __all__ = [
     "MetricPoint",
     "Sample",
     "Checkpoint",
+    "StepDistribution",
+    "HardwareSample",
+    "Notification",
+    "NotificationSettings",
     "clean_metrics",
     "ModelExport",
     "ExportStatus",
+    "SavedView",
+    "SavedComparison",
 ]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs import evaluations, log_views, planning, views
+from runs import evaluations, log_views, manage_views, planning, views
 
 app_name = "runs"
 urlpatterns = [
@@ -8,7 +8,13 @@ urlpatterns = [
     path("new/", views.run_new, name="new"),
     path("new/plan/", planning.plan_data, name="plan"),
     path("evaluate/", evaluations.evaluation_new, name="evaluate"),
+    path("views/", manage_views.view_save, name="view-save"),
+    path("views/<id:view_id>/delete/", manage_views.view_delete, name="view-delete"),
     path("<id:run_id>/", views.run_detail, name="detail"),
+    path("<id:run_id>/edit/", manage_views.run_edit, name="edit"),
+    path("<id:run_id>/archive/", manage_views.run_archive, name="archive"),
+    path("<id:run_id>/share/", manage_views.run_share, name="share"),
+    path("<id:run_id>/delete/", manage_views.run_delete, name="delete"),
     path("<id:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("<id:run_id>/resume/", views.run_resume, name="resume"),
     path("<id:run_id>/export/", views.run_export, name="export"),

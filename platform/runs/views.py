@@ -8,18 +8,32 @@ from typing import Any
 from catalog.models import BaseModel, Dataset
 from config.params import int_or_none
 from django.contrib import messages
+from django.contrib.auth.models import Group
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dapo.config import flatten
-from runs import forms
+from runs import access, forms, sweeps
 from runs.access import run_for
 from runs.configuring import build_config, validate_name
 from runs.events import publish, status_event
+from runs.listing import ListError, listed_runs
+from runs.manage import render_notes, sharing
+from runs.manage_views import saved_comparisons, saved_views
 from runs.model_exports import request_export, steps_on_disk
 from runs.models import Checkpoint, Run, Status
-from runs.series import PAGE_MAX_POINTS, list_row, metric_series, newest_samples
+from runs.records import DISTRIBUTION_LEVELS
+from runs.run_filter import column_values
+from runs.series import (
+    DISTRIBUTION_MAX_STEPS,
+    PAGE_MAX_POINTS,
+    distribution_series,
+    hardware_series,
+    list_row,
+    metric_series,
+    newest_samples,
+)
 from runs.starts import fork_choices, fork_problem, resume_step
 
 STATUS_NOTE = "status-note"
@@ -27,18 +41,27 @@ STATUS_NOTE = "status-note"
 it speaks of has changed, so it never stays beside a status that says otherwise."""
 
 
+LIST_ROWS = 100
+
+
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
-    status = request.GET.get("status", "")
-    query = request.GET.get("q", "").replace("\x00", "").strip()
-    runs = Run.objects.visible_to(request.user).select_related("owner")
-    if status in Status.values:
-        runs = runs.filter(status=status)
-    if query:
-        runs = runs.filter(name__icontains=query)
-    rows = [list_row(run) for run in runs[:100]]
-    context = {"rows": rows, "status": status, "q": query, "statuses": Status.values}
-    return render(request, "runs/list.html", context)
+    """The runs list: status, name, archive state, a filter expression, a sort and extra columns (the same
+    parameters as GET /api/runs/); a parameter it cannot read is shown beside its box, with no rows."""
+    params = {k: request.GET.get(k, "").replace("\x00", "") for k in LIST_PARAMS}
+    error: dict[str, str] = {}
+    try:
+        runs, columns = listed_runs(request.user, params)
+        rows = [{**list_row(run), "columns": column_values(run, columns)} for run in runs[:LIST_ROWS]]
+    except ListError as e:
+        error, rows, columns = {"field": e.field, "message": str(e)}, [], []
+    context = {"rows": rows, "statuses": Status.values, "error": error,
+               "views": saved_views(request.user), "comparisons": saved_comparisons(request.user),
+               "list_data": {"rows": rows, "columns": columns, "error": error}, **params}  # fmt: skip
+    return render(request, "runs/list.html", context, status=400 if error else 200)
+
+
+LIST_PARAMS = ("status", "q", "filter", "sort", "columns", "archived", "view")
 
 
 @require_http_methods(["GET", "POST"])
@@ -122,6 +145,7 @@ def render_new(
     status: int = 200,
     ladder_runs: list[str] | None = None,
     picks: dict[str, Any] | None = None,
+    sweep: dict[str, Any] | None = None,
 ) -> HttpResponse:
     checkpoints, pruned = fork_choices(parent) if parent else ([], [])
     raw_source = request.GET.get("from")
@@ -138,6 +162,9 @@ def render_new(
         "checkpoints": checkpoints,
         "pruned_steps": pruned,
         "ladder_runs": ladder_runs or [],
+        "sweep": sweep or sweeps.form_state(),  # the sweep panel (compare.sweep_views): as posted, or empty
+        "sweep_fields": sweeps.field_menu(),
+        "sweep_limits": {"max_runs": sweeps.MAX_RUNS, "max_fields": sweeps.MAX_FIELDS},
         "base_models": BaseModel.objects.all(),
         "datasets": Dataset.objects.all(),
         "picked_model": _picked(picks, "base_model", request.POST.get("base_model")),
@@ -152,11 +179,21 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     data = {
         "run": run.state(),
         "metrics": metric_series(run, max_points=PAGE_MAX_POINTS),
+        "distributions": distribution_series(run, max_points=DISTRIBUTION_MAX_STEPS),
+        "levels": list(DISTRIBUTION_LEVELS),
+        "hardware": hardware_series(run),
         "samples": newest_samples(run),
     }
     context = {"run": run, "data": data, "config_json": run.config, "checkpoints": run.checkpoints.all()}
+    context["hardware_interval"] = (run.config.get("logging") or {}).get("hardware_interval_s", 5.0)
     context |= {"export_steps": steps_on_disk(run), "exports": run.model_exports.all()[:20]}
     context["data_files"] = _data_files(run)
+    owner = access.can_write(request.user, run)
+    parent_visible = run.parent_id is not None and access.find_run(request.user, run.parent_id) is not None
+    groups = Group.objects.order_by("name") if owner else []
+    context |= {"can_write": owner, "notes_html": render_notes(run.notes), "parent_visible": parent_visible,
+                "tags_text": ", ".join(run.tags or []), "all_groups": groups,
+                **({"sharing": sharing(run)} if owner else {})}  # fmt: skip
     return render(request, "runs/detail.html", context)
 
 
@@ -174,7 +211,7 @@ def _data_files(run: Run) -> list[dict[str, Any]]:
 @require_POST
 def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
     """The run page's "Export model": queue an export of one of its checkpoints into the model catalog."""
-    run = run_for(request, run_id)
+    run = run_for(request, run_id, write=True)
     step, name = request.POST.get("step", "").strip(), request.POST.get("name", "")
     export, errors = request_export(run, request.user, step=step or None, name=name or None)
     if export is None:
@@ -188,7 +225,7 @@ def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = run_for(request, run_id)
+    run = run_for(request, run_id, write=True)
     outcome = run.request_cancel()
     publish(run.pk, status_event(run))
     messages.info(
@@ -203,7 +240,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_POST
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = run_for(request, run_id)
+    run = run_for(request, run_id, write=True)
     step, problem = resume_step(run)
     if step is not None and run.resume():
         publish(run.pk, status_event(run))

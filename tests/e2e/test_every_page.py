@@ -44,7 +44,7 @@ OVERFLOW_JS = """() => {
 def seed(alice: Any, tmp_path: Any) -> dict[str, Any]:
     """Two runs (curves, samples, a checkpoint on disk), a catalog dataset: every page has content."""
     from catalog.registry import register_dataset, register_model
-    from runs.models import Run
+    from runs.models import Run, SavedComparison, SavedView
 
     from dapo.presets import get_preset
     from dapo.report import StepReport
@@ -69,7 +69,13 @@ def seed(alice: Any, tmp_path: Any) -> dict[str, Any]:
     dataset = register_dataset("demo-arithmetic", str(demo / "train.parquet"), str(demo / "test.parquet"))
     model = register_model("demo-model", str(stack.REPO / "assets" / "demo" / "model"))
     first = runs[0].samples.order_by("pk").first()
-    return {"runs": runs, "dataset": dataset, "sample": first, "model": model}
+    runs[0].tags, runs[0].notes = ["baseline", "phone"], "**Notes** in markdown:\n\n- a list\n- `code`"
+    runs[0].save(update_fields=["tags", "notes"])
+    ids = [r.pk for r in runs]
+    saved = SavedComparison.objects.create(owner=alice, name="a saved comparison", run_ids=ids)
+    saved.runs.set(runs)
+    SavedView.objects.create(owner=alice, name="good", filter="val/acc/mean@4 > 0.5", columns=["optim.lr"])
+    return {"runs": runs, "dataset": dataset, "sample": first, "comparison": saved, "model": model}
 
 
 def pages(data: dict[str, Any]) -> list[str]:
@@ -79,7 +85,10 @@ def pages(data: dict[str, Any]) -> list[str]:
         f"/runs/{a}/", f"/runs/{b}/", f"/runs/{a}/samples/", f"/runs/{a}/samples/{data['sample'].pk}/",
         f"/runs/{a}/problems/{data['sample'].problem_index}/", f"/runs/compare/?ids={a},{b}",
         "/datasets/", f"/datasets/{data['dataset'].pk}/", "/models/", f"/models/{data['model'].pk}/",
-        "/accounts/token/", "/api/docs/", "/no/such/page/",
+        "/accounts/token/", "/accounts/notifications/",
+        "/api/docs/", "/no/such/page/",
+        "/runs/?columns=optim.lr,rollout.n,val/acc/mean@4&sort=-val/acc/mean@4", f"/runs/{a}/delete/",
+        f"/runs/compare/saved/{data['comparison'].pk}/",
     ]  # fmt: skip
 
 

@@ -22,7 +22,7 @@ from catalog.models import BaseModel, Dataset
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from rest_framework.authtoken.models import Token
-from runs.models import Run, Sample
+from runs.models import Run, Sample, SavedComparison, SavedView
 from runs.routing import websocket_urlpatterns
 from runs.run_log import log_path
 
@@ -38,7 +38,7 @@ PUBLIC = {
     "accounts/reset/<uidb64>/<token>/", "accounts/reset/done/", "admin/login/", "api/schema/",
 }  # fmt: skip
 """Routes an anonymous visitor may open. Anything else must send them to a login page or refuse."""
-RUN_SCOPED = ("run_id", "sample_pk", "sample_id", "problem_index")
+RUN_SCOPED = ("run_id", "sample_pk", "sample_id", "problem_index", "comparison_id")
 """URL arguments that name something of one run: such URLs belong to the run's owner only."""
 LOGIN_PAGES = ("/accounts/login/", "/admin/login/")
 ROUTE_ARG = re.compile(r"<(?:(?P<conv>\w+):)?(?P<name>\w+)>")
@@ -85,7 +85,11 @@ def cast(alice_run: Run) -> dict[str, Any]:
     assert sample is not None
     dataset = Dataset.objects.create(name="shared-arithmetic", path="assets/demo/data/train.parquet")
     model = BaseModel.objects.create(name="shared-model", path="assets/demo/model")
+    saved = SavedComparison.objects.create(owner=alice_run.owner, name=PRIVATE_NAME, run_ids=[alice_run.pk])
+    saved.runs.set([alice_run])
+    view = SavedView.objects.create(owner=alice_run.owner, name=PRIVATE_GROUP, filter="status = queued")
     values = {
+        "comparison_id": saved.pk, "view_id": view.pk,
         "run_id": alice_run.pk, "sample_pk": sample.pk, "sample_id": sample.pk,
         "problem_index": sample.problem_index, "dataset_id": dataset.pk, "object_id": alice_run.pk,
         "model_id": model.pk,
@@ -95,7 +99,7 @@ def cast(alice_run: Run) -> dict[str, Any]:
     paths = {route: concrete(route, values) for route in routes}
     for route, path in paths.items():  # each path exercises its own pattern, none is shadowed
         assert resolve(path).route == route, (route, path, resolve(path).route)
-    return {"run": alice_run, "paths": paths}
+    return {"run": alice_run, "paths": paths, "comparison": saved}
 
 
 def _run_scoped(route: str) -> bool:
@@ -172,6 +176,60 @@ def test_every_websocket_route_checks_login_and_ownership(cast, bob):
 
             out = async_to_sync(body)()
             assert out == {"type": "websocket.close", "code": code}, (path, user, out)
+
+
+OWNER_PAGES = ("runs/<id:run_id>/delete/",)
+
+
+@pytest.mark.parametrize("how", ["user", "group", "comparison"])
+def test_a_shared_reader_opens_every_run_scoped_page_and_changes_nothing(
+    cast, bob, bob_client, alice_client, how
+):
+    """Shared with bob (by name, through a group, or through a shared comparison): every run-scoped URL
+    alice can GET, bob can too; every POST to one of them is refused (403, 404 or 405); the websocket
+    lets him watch. The run and the comparison are unchanged afterwards."""
+    from django.contrib.auth.models import Group
+    from runs import consumers
+
+    run, saved = cast["run"], cast["comparison"]
+    if how == "user":
+        run.shared_users.add(bob)
+        saved.shared_users.add(bob)
+    elif how == "group":
+        team = Group.objects.create(name="team")
+        bob.groups.add(team)
+        run.shared_groups.add(team)
+        saved.shared_groups.add(team)
+    else:
+        saved.shared_users.add(bob)  # the comparison's runs come with it, read-only
+    for route in [r for r in cast["paths"] if _run_scoped(r)]:
+        path = cast["paths"][route]
+        alice_status = alice_client.get(path).status_code
+        if alice_status == 200:  # a page to change the run (delete's confirmation) is the owner's only
+            assert bob_client.get(path).status_code == (403 if route in OWNER_PAGES else 200), route
+        posted = bob_client.post(path, {"name": "bob was here", "confirm": PRIVATE_NAME, "users": "bob"})
+        assert posted.status_code in (403, 404, 405), (route, posted.status_code)
+    run = Run.objects.get(pk=run.pk)
+    assert (run.status, run.cancel_requested, run.name, run.archived) == (
+        "queued",
+        False,
+        PRIVATE_NAME,
+        False,
+    )
+    assert SavedComparison.objects.filter(pk=saved.pk, name=PRIVATE_NAME).exists()
+    comm = ws(f"/ws/runs/{run.pk}/", bob)
+
+    async def body() -> dict[str, Any]:
+        await comm.connect(timeout=5)
+        out = await comm.receive_json_from(5)
+        await comm.disconnect()
+        return out
+
+    out = async_to_sync(body)()
+    assert out["type"] == "snapshot" and out["run"]["id"] == run.pk, out
+    assert (
+        consumers.CLOSE_NOT_FOUND
+    )  # the unshared case: test_every_websocket_route_checks_login_and_ownership
 
 
 # ---- CSRF ------------------------------------------------------------------------------------------------

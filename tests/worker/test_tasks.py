@@ -113,6 +113,28 @@ def test_cancel_stops_at_a_step_boundary_keeping_everything_then_resume_continue
     run = final(run)
     assert run.status == Status.SUCCEEDED and steps_of(run) == list(range(1, 41))  # no gap, no duplicate
     assert [i["start_step"] for i in invocations(worker, run)] == [1, stopped_at + 1]
+    assert run.state()["markers"] == [  # the run page's charts draw it
+        {"step": stopped_at, "kind": "resume", "label": f"resumed after step {stopped_at}"}
+    ]
+
+
+def test_a_running_run_deleted_stops_and_leaves_no_file(worker, make_run):
+    """Delete while the controller trains: the run is cancelled, its rows and folder go at once, the
+    controller writes no further step, and what its last step left (the cancel's checkpoint) is removed
+    by the worker when the task ends."""
+    from runs.manage import delete_run
+    from runs.run_log import log_path
+
+    run = make_run(steps=200, every=50)
+    stack.wait_for(lambda: Run.objects.get(pk=run.pk).step >= 2, 30, "two steps")
+    delete_run(Run.objects.get(pk=run.pk))
+    assert not Run.objects.filter(pk=run.pk).exists()
+    assert not MetricPoint.objects.filter(run_id=run.pk).exists()
+    folder, log = worker / "runs" / str(run.pk), worker / "run-logs" / f"{run.pk}.log"
+    stack.wait_for(lambda: "'deleted'" in (worker / "celery.log").read_text(), 30, "the task to end")
+    assert not folder.exists() and not log.exists(), list(folder.rglob("*")) if folder.exists() else log
+    assert not MetricPoint.objects.filter(run_id=run.pk).exists()
+    assert log_path(run.pk).name == log.name
 
 
 def test_a_run_whose_worker_died_is_taken_over_and_resumed(worker, make_run):

@@ -11,7 +11,8 @@
   for (const r of runs) r.color = window.dapoCharts.color(r.series - 1); // --series-N of app.css
   const runOf = new Map(runs.map((r) => [String(r.id), r]));
   const base = new URLSearchParams(data.query); // ids=... or group=...
-  const params = new URLSearchParams(location.search);
+  // a saved comparison's settings, unless the address says otherwise (the controls rewrite it)
+  const params = new URLSearchParams({ ...(data.saved || {}), ...Object.fromEntries(new URLSearchParams(location.search)) });
 
   const cache = new Map(); // metric -> {run id: {steps, values}}
   const clock = new Map(); // run id -> Map(step -> seconds since the run's first point)
@@ -325,6 +326,11 @@
     history.replaceState(null, "", `?${query({ ...runsPart, metrics, x: state.x !== "step" ? state.x : undefined,
       smooth: state.smoothing, by: state.by !== "none" ? state.by : undefined })}`);
     $("csv-chosen").href = `/runs/compare/metrics.csv?${query({ ...runsPart, metrics })}`;
+    if ($("compare-save-form")) { // "Save comparison" stores what is on screen
+      $("save-ids").value = runs.map((r) => r.id).join(",");
+      $("save-metrics").value = metrics; $("save-smooth").value = state.smoothing;
+      $("save-x").value = state.x; $("save-by").value = state.by;
+    }
   }
   function control(id, key, parse) {
     $(id).value = state[key];

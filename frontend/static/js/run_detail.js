@@ -122,6 +122,16 @@
     if (bound.length > 1) layout.height = 230;
     chart.dtick = stepTick();
     layout.xaxis = { ...LAYOUT.xaxis, dtick: chart.dtick };
+    // where the curve changed hands: the step a fork starts after, each resume from a checkpoint
+    const markers = (run.markers || []);
+    if (bound.length && markers.length) {
+      const colour = (m) => (m.kind === "fork" ? "#7c3aed" : "#d97706");
+      layout.shapes = markers.map((m) => ({ type: "line", xref: "x", yref: "paper", x0: m.step, x1: m.step, y0: 0, y1: 1,
+        line: { dash: "dot", width: 1.5, color: colour(m) } }));
+      layout.annotations = markers.map((m) => ({ x: m.step, xref: "x", y: 1, yref: "paper", yanchor: "bottom",
+        text: m.kind === "fork" ? "fork" : "resume", hovertext: m.label, showarrow: false,
+        font: { size: 10, color: colour(m) } }));
+    }
     if (!bound.length) { // no point yet: say so instead of drawing empty axes from -1 to 6
       const live = ["queued", "running"].includes(run.status);
       const text = !live ? "no data: the run recorded no step of this metric"
@@ -221,19 +231,51 @@
       shownStatus = now;
     }
     const badge = $("run-status");
-    badge.textContent = state.cancel_requested && state.status === "running" ? "cancelling" : state.status;
+    badge.textContent = statusWord(state);
+    titleAndNotify(state);
     badge.dataset.status = state.status;
     const pct = Math.round(100 * (state.progress || 0));
     $("progress-bar").style.width = `${pct}%`;
     $("progress-text").textContent = `step ${state.step} / ${state.total_steps || "?"} (${pct}%)`;
     $("checkpoint").textContent = state.last_checkpoint_step === null ? "–" : `step ${state.last_checkpoint_step}`;
-    $("cancel-form").hidden = !state.can_cancel;
-    $("resume-form").hidden = !state.can_resume;
+    if ($("cancel-form")) $("cancel-form").hidden = !state.can_cancel; // owner only: a shared reader has none
+    if ($("resume-form")) $("resume-form").hidden = !state.can_resume;
     if (state.last_checkpoint_step !== null) $("fork-btn").hidden = false;
     $("run-error").hidden = !state.error;
     $("run-error").textContent = state.error || "";
     tick();
   }
+  // The tab title says how the run stands (a background tab shows it), and a run that succeeds, fails or
+  // stalls while the page is open raises a desktop notification once the user allowed them.
+  const MARKS = { queued: "…", running: "▶", succeeded: "✓", failed: "✗", cancelled: "■" };
+  function statusWord(state) {
+    if (state.status === "running" && state.cancel_requested) return "cancelling";
+    return state.status === "running" && state.stalled ? "stalled" : state.status;
+  }
+  let announced = statusWord(initial.run);
+  function titleAndNotify(state) {
+    const word = statusWord(state);
+    const at = state.status === "running" ? ` ${state.step}/${state.total_steps || "?"}` : "";
+    document.title = `${word === "stalled" ? "⚠" : MARKS[state.status] || ""} ${word}${at} · #${state.id} ${state.name}`;
+    if (word !== announced && ["succeeded", "failed", "stalled"].includes(word) && "Notification" in window
+        && Notification.permission === "granted") {
+      const detail = word === "failed" && state.error ? `: ${state.error.split("\n").pop().slice(0, 200)}` : "";
+      new Notification(`Run #${state.id} ${word}`, {
+        body: `${state.name}, step ${state.step}/${state.total_steps || "?"}${detail}`, tag: `dapo-run-${state.id}` });
+    }
+    announced = word;
+  }
+  function desktopButton() {
+    const btn = $("desktop-notify");
+    if (!("Notification" in window)) return;
+    btn.hidden = false;
+    const p = Notification.permission;
+    btn.disabled = p !== "default";
+    btn.textContent = p === "granted" ? "Desktop notifications on" : p === "denied" ? "Desktop notifications blocked" : "Desktop notifications";
+  }
+  $("desktop-notify").addEventListener("click", () => { Notification.requestPermission().then(desktopButton); });
+  desktopButton();
+
   function tick() {
     const live = run.status === "running" ? (Date.now() - runReceivedAt) / 1000 : 0;
     $("elapsed").textContent = duration(run.elapsed_s === null ? null : run.elapsed_s + live);
@@ -327,7 +369,9 @@
   // ---- websocket (live.js: reconnects with backoff and jitter, asks for ?after=<last step>) -------------
 
   let socket = null;
-  function onEvent(ev) {
+  function onEvent(ev, raw) {
+    // the page's other panels (distributions, hardware, title, notifications) follow the same events
+    document.dispatchEvent(new CustomEvent("dapo:event", { detail: ev }));
     if (ev.type === "step") {
       const arrived = performance.timeOrigin + performance.now();
       window.dapoLive.record("__dapoReceived", ev.step, arrived); // bench/ws_latency.py (opt-in)
@@ -347,6 +391,11 @@
       renderRun(ev.run);
     } else if (ev.type === "status") {
       renderRun(ev.run);
+    } else if (ev.type === "deleted") { // its owner deleted it: nothing here is real any more
+      $("run-error").hidden = false;
+      $("run-error").textContent = "This run was deleted.";
+      // no reconnect can succeed: the server answers 4004 (no such run), which live.js takes as final
+      if (raw) raw.close();
     }
   }
   // Data is merged at once; drawing waits for the next animation frame, so a burst of events (a

@@ -7,6 +7,9 @@
   const selected = new Set(); // run ids ticked for comparison (kept across refreshes)
   const groupOf = new Map(); // run id -> {name, url} of its run group
   let shown = [];
+  const initial = JSON.parse($("runs-data").textContent); // {rows, columns, error}
+  const columns = initial.columns || []; // extra columns: config keys or metric names
+  const sortInput = $("filter-sort");
 
   const fmt = window.dapoCharts.fixed;
   function sparkline(values) {
@@ -72,10 +75,46 @@
     tick.type = "checkbox"; tick.className = "select-run"; tick.value = r.id; tick.checked = selected.has(r.id);
     tick.setAttribute("aria-label", `Select ${r.name} for comparison`);
     const k = r.key_metrics;
+    if (r.tags && r.tags.length) {
+      const tags = document.createElement("div");
+      tags.className = "tags";
+      for (const t of r.tags) tags.append(Object.assign(document.createElement("span"), { className: "tag", textContent: t }));
+      name.append(tags);
+    }
+    if (r.archived) sub.append(" · archived");
+    const extra = columns.map((c) => td(cellText((r.columns || {})[c]), "num col-extra"));
     tr.append(td(tick, "select-cell"), td(name), td(badge), td(prog), td(fmt(k.reward, 3), "num"), td(fmt(k.train_acc, 3), "num"),
       td(fmt(k.val_acc, 3), "num"), td(fmt(k.entropy, 3), "num"), td(sparkline(r.sparkline)),
-      td(when(r.created_at), "small nowrap"));
+      td(when(r.created_at), "small nowrap"), ...extra);
     return tr;
+  }
+  function cellText(v) {
+    if (v === null || v === undefined) return "–";
+    if (typeof v === "number") return Number.isInteger(v) ? String(v) : Number(v.toPrecision(4)).toString();
+    return typeof v === "string" ? v : JSON.stringify(v);
+  }
+  // Headers: the extra columns after the fixed ones; a header with a field sorts by it (again: reversed).
+  function renderHead() {
+    const head = $("runs-head");
+    for (const c of columns) {
+      const th = document.createElement("th");
+      th.className = "num col-extra"; th.dataset.sort = c; th.textContent = c;
+      head.append(th);
+    }
+    const [field, desc] = sortInput.value.startsWith("-") ? [sortInput.value.slice(1), true] : [sortInput.value || "created", !sortInput.value];
+    for (const th of head.querySelectorAll("th[data-sort]")) {
+      const button = document.createElement("button");
+      button.type = "button"; button.className = "sortbtn";
+      button.append(...th.childNodes);
+      const active = th.dataset.sort === field;
+      th.setAttribute("aria-sort", active ? (desc ? "descending" : "ascending") : "none");
+      if (active) button.append(desc ? " ↓" : " ↑");
+      button.addEventListener("click", () => {
+        sortInput.value = active && !desc ? `-${th.dataset.sort}` : th.dataset.sort;
+        $("filters").submit();
+      });
+      th.replaceChildren(button);
+    }
   }
   function render(rows) {
     shown = rows;
@@ -128,6 +167,13 @@
     const params = new URLSearchParams(new FormData($("filters")));
     try {
       const resp = await fetch(`/api/runs/?${params}`, { headers: { Accept: "application/json" } });
+      if (resp.status === 400) { // the filter box was edited into something unreadable: say so, keep the rows
+        const body = await resp.json();
+        const [field, message] = Object.entries(body)[0] || ["filter", "cannot be read"];
+        $("filter-error").textContent = `${field}: ${message}`;
+        $("filter-error").hidden = false;
+        return;
+      }
       if (!resp.ok) throw new Error(resp.status);
       render((await resp.json()).results);
       $("live-indicator").dataset.state = "live";
@@ -136,9 +182,11 @@
     }
   }
   $("filter-status").addEventListener("change", () => $("filters").submit());
-  render(JSON.parse($("runs-data").textContent));
+  $("filter-archived").addEventListener("change", () => $("filters").submit());
+  renderHead();
+  render(initial.rows);
   loadGroups();
   $("live-indicator").dataset.state = "live";
-  setInterval(poll, POLL_MS);
+  if (!initial.error || !initial.error.field) setInterval(poll, POLL_MS); // an unreadable filter: no polling
   document.addEventListener("visibilitychange", poll);
 })();

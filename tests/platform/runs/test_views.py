@@ -154,7 +154,7 @@ def test_the_runs_list_shows_key_metrics_and_a_sparkline(alice_client, alice_run
 
 def _rows(response):
     html = response.content.decode()
-    return json.loads(html.split('id="runs-data" type="application/json">')[1].split("</script>")[0])
+    return json.loads(html.split('id="runs-data" type="application/json">')[1].split("</script>")[0])["rows"]
 
 
 def _config(run):

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0005_run_kind"),
+        ("runs", "0008_h19a_manage_share"),
     ]
 
     operations = [

@@ -1,0 +1,234 @@
+"""Managing a run: rename, tags, notes (markdown shown without raw HTML), archive, share, delete.
+
+One validation serves the run page's forms and ``PATCH /api/runs/<id>/``; ``delete_run`` is the one way a
+run is removed (page and API): a running run is cancelled first, then its rows (metrics, samples,
+checkpoints, exports, shares) and its files (``DAPO_RUNS_DIR/<id>``, its log) go in one action.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+from django.utils.safestring import SafeString, mark_safe
+from markdown_it import MarkdownIt
+
+from dapo.config import is_unicode, shown
+from runs.configuring import validate_name
+from runs.events import publish, status_event
+from runs.models import Run, Status
+from runs.run_log import log_path
+
+Errors = dict[str, str]
+MAX_TAGS = 20
+MAX_TAG_CHARS = 40
+MAX_NOTES_CHARS = 20_000
+MAX_SHARES = 100
+EDITABLE = ("name", "tags", "notes", "archived", "shared_users", "shared_groups")
+
+_MARKDOWN = MarkdownIt("js-default")
+"""CommonMark with tables and strikethrough; raw HTML is escaped (``html`` off), and link targets other than
+http(s), mailto and relative ones (``javascript:``, ``data:``...) are left as text."""
+
+
+def render_notes(text: str) -> SafeString:
+    """Markdown to HTML with every raw tag escaped: notes can never inject markup or script."""
+    return mark_safe(_MARKDOWN.render(text or ""))  # noqa: S308 (html=False: markdown-it escapes raw HTML)
+
+
+def _text_errors(field: str, value: Any, limit: int, *, multiline: bool = False) -> str | None:
+    if not isinstance(value, str):
+        return f"must be a string, got {shown(value)}"
+    if len(value) > limit:
+        return f"is too long ({limit} characters at most)"
+    allowed = "\n\r\t" if multiline else ""
+    if any(ord(c) < 32 and c not in allowed for c in value) or not is_unicode(value):
+        return "must be text without control characters"
+    return None
+
+
+def clean_tags(raw: Any) -> tuple[list[str], str | None]:
+    """Tags from a list of strings (API) or a comma-separated string (form): trimmed, deduplicated."""
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    if not isinstance(raw, list):
+        return [], f"must be a list of strings, got {shown(raw)}"
+    tags: list[str] = []
+    for item in raw:
+        if not isinstance(item, str):
+            return [], f"each tag must be a string, got {shown(item)}"
+        tag = item.strip()
+        if not tag:
+            continue
+        if problem := _text_errors("tag", tag, MAX_TAG_CHARS):
+            return [], f"tag {shown(tag)} {problem}"
+        if "," in tag:
+            return [], f"tag {shown(tag)} must not contain a comma"
+        if tag not in tags:
+            tags.append(tag)
+    if len(tags) > MAX_TAGS:
+        return [], f"at most {MAX_TAGS} tags (got {len(tags)})"
+    return tags, None
+
+
+def _names(raw: Any) -> tuple[list[str], str | None]:
+    if isinstance(raw, str):
+        raw = raw.replace("\n", ",").split(",")
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        return [], f"must be a list of names, got {shown(raw)}"
+    names = list(dict.fromkeys(x.strip() for x in raw if x.strip()))
+    if len(names) > MAX_SHARES:
+        return [], f"at most {MAX_SHARES} names"
+    if any(len(n) > 150 or not is_unicode(n) or "\x00" in n for n in names):
+        return [], "a name is too long or not valid text"
+    return names, None
+
+
+def resolve_users(raw: Any, owner: Any) -> tuple[list[Any], str | None]:
+    """Users named in ``raw`` (usernames); an unknown name or the owner is an error, not skipped."""
+    names, problem = _names(raw)
+    if problem:
+        return [], problem
+    users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=names)}
+    unknown = [n for n in names if n not in users]
+    if unknown:
+        return [], f"no user named {', '.join(map(repr, unknown[:5]))}"
+    if owner.get_username() in users:
+        return [], "the owner sees the run anyway: share it with other users"
+    return [users[n] for n in names], None
+
+
+def resolve_groups(raw: Any) -> tuple[list[Group], str | None]:
+    names, problem = _names(raw)
+    if problem:
+        return [], problem
+    groups = {g.name: g for g in Group.objects.filter(name__in=names)}
+    unknown = [n for n in names if n not in groups]
+    if unknown:
+        return [], f"no group named {', '.join(map(repr, unknown[:5]))}"
+    return [groups[n] for n in names], None
+
+
+def validate_changes(run: Run, body: Any) -> tuple[dict[str, Any], Errors]:
+    """The changes a PATCH body (or a form) asks for, validated; nothing is applied while any is wrong."""
+    if not isinstance(body, Mapping):
+        return {}, {"body": "must be a JSON object"}
+    errors: Errors = {}
+    unknown = sorted(str(k)[:100] for k in body if k not in EDITABLE)
+    for key in unknown:
+        errors[key] = f"unknown field; editable fields: {', '.join(EDITABLE)}"
+    changes: dict[str, Any] = {}
+    if "name" in body:
+        if name_errors := validate_name(body["name"]):
+            errors["name"] = name_errors["name"]
+        else:
+            changes["name"] = body["name"].strip()
+    if "tags" in body:
+        tags, problem = clean_tags(body["tags"])
+        errors.update({"tags": problem} if problem else {})
+        changes["tags"] = tags
+    if "notes" in body:
+        problem = _text_errors("notes", body["notes"], MAX_NOTES_CHARS, multiline=True)
+        errors.update({"notes": problem} if problem else {})
+        changes["notes"] = body["notes"] if not problem else ""
+    if "archived" in body:
+        if not isinstance(body["archived"], bool):
+            errors["archived"] = f"must be true or false, got {shown(body['archived'])}"
+        changes["archived"] = body["archived"]
+    if "shared_users" in body:
+        users, problem = resolve_users(body["shared_users"], run.owner)
+        errors.update({"shared_users": problem} if problem else {})
+        changes["shared_users"] = users
+    if "shared_groups" in body:
+        groups, problem = resolve_groups(body["shared_groups"])
+        errors.update({"shared_groups": problem} if problem else {})
+        changes["shared_groups"] = groups
+    return ({} if errors else changes), errors
+
+
+def apply_changes(run: Run, changes: dict[str, Any]) -> None:
+    """Save validated changes in one transaction, and tell open run pages (their title and tags)."""
+    fields = [k for k in changes if k in ("name", "tags", "notes", "archived")]
+    with transaction.atomic():
+        for key in fields:
+            setattr(run, key, changes[key])
+        if fields:
+            run.save(update_fields=fields)
+        if "shared_users" in changes:
+            run.shared_users.set(changes["shared_users"])
+        if "shared_groups" in changes:
+            run.shared_groups.set(changes["shared_groups"])
+    if fields:
+        publish(run.pk, status_event(run))
+
+
+def sharing(run: Run) -> dict[str, list[str]]:
+    return {
+        "shared_users": sorted(u.get_username() for u in run.shared_users.all()),
+        "shared_groups": sorted(g.name for g in run.shared_groups.all()),
+    }
+
+
+# ---- delete ------------------------------------------------------------------------------------------
+
+
+def run_files(run_id: int) -> list[Path]:
+    """Everything on disk that belongs to a run: its folder (and folders set aside as stale), its log."""
+    runs_dir = Path(settings.DAPO_RUNS_DIR)
+    found = [runs_dir / str(run_id), *runs_dir.glob(f"{int(run_id)}.stale-*"), log_path(run_id)]
+    return [p for p in found if p.exists() or p.is_symlink()]
+
+
+def disk_bytes(paths: list[Path]) -> int:
+    total = 0
+    for path in paths:
+        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+        total += sum(p.stat().st_size for p in files if not p.is_symlink())
+    return total
+
+
+def deletion_summary(run: Run) -> dict[str, Any]:
+    """What deleting a run removes (the confirm page lists it)."""
+    files = run_files(run.pk)
+    return {
+        "metric_points": run.metric_points.count(),
+        "samples": run.samples.count(),
+        "checkpoints": run.checkpoints.count(),
+        "exports": run.model_exports.count(),
+        "forks": run.forks.count(),
+        "paths": [str(p) for p in files],
+        "bytes": disk_bytes(files),
+        "running": run.status in (Status.QUEUED, Status.RUNNING),
+    }
+
+
+def remove_files(run_id: int) -> None:
+    for path in run_files(run_id):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def delete_run(run: Run) -> dict[str, Any]:
+    """Cancel the run if it is queued or running, then delete its rows and files. Returns what went.
+
+    A running run's controller finds its row gone at its next write (the lease fence: it writes nothing
+    more and saves no checkpoint) and stops at the step boundary; the worker then removes whatever that
+    last step wrote (worker.tasks.launch_run). Exported models stay in the catalog: they are models of
+    their own, which other runs may use; only the run's export records go."""
+    summary = deletion_summary(run)
+    run_id = run.pk
+    if not run.is_final:
+        run.request_cancel()
+    with transaction.atomic():
+        Run.objects.filter(pk=run_id).delete()  # cascades: metric points, samples, checkpoints, exports
+    remove_files(run_id)
+    publish(run_id, {"type": "deleted", "run": {"id": run_id}})
+    return summary
