@@ -10,6 +10,7 @@ A problem's timeline is runs.timeline; the exports are runs.exports.
 from __future__ import annotations
 
 import bisect
+from dataclasses import replace
 from typing import Any
 
 from django.db.models import Avg, BooleanField, Count, ExpressionWrapper, Max, Q, QuerySet
@@ -21,6 +22,7 @@ from django.views.decorators.http import require_GET
 
 from dapo.rewards import parse_names, parse_weights
 from runs import exports
+from runs.inspect_curves import key_curves, nearest_step
 from runs.models import Run, Sample
 from runs.records import distinct_ascending
 from runs.sample_filter import MAX_INT32, SORTS, BadQuery, NoSuchStep, SampleFilter, _choice
@@ -139,6 +141,7 @@ def page_data(run: Run, params: QueryDict) -> dict[str, Any]:
     split = _choice(params, "split", ("train", "val"))
     steps = sample_steps(run, split)
     f = SampleFilter.from_query(params, default_step=steps[-1] if steps else None)
+    f, snapped_from = _snap(f, steps, _choice(params, "near", ("", "0", "1")) == "1")
     other = "val" if split == "train" else "train"
     data: dict[str, Any] = {
         "run": {"id": run.pk, "name": run.name, "status": run.status, "step": run.step},
@@ -151,6 +154,7 @@ def page_data(run: Run, params: QueryDict) -> dict[str, Any]:
         "page": f.page,
         "groups_per_page": GROUPS_PER_PAGE,
         "step": f.step,
+        "snapped_from": snapped_from,
     }
     if f.step is None:
         return {**data, "summary": None, "matching": 0, "pages": 0, "groups": [], "samples": []}
@@ -170,6 +174,17 @@ def page_data(run: Run, params: QueryDict) -> dict[str, Any]:
         data["samples"] = _page_rows(run, f, [m[0] for m in matches[start : start + size]])
         data["groups"], data["pages"] = [], 1 if f.rank else max(1, -(-len(matches) // size))
     return data
+
+
+def _snap(f: SampleFilter, steps: list[int], near: bool) -> tuple[SampleFilter, int | None]:
+    """With ``near`` (a click on a curve), a step without samples becomes the nearest one with samples;
+    returns the filter and the step asked for when it moved (else None)."""
+    if not near or f.step is None:
+        return f, None
+    step = nearest_step(steps, f.step)
+    if step is None or step == f.step:
+        return f, None
+    return replace(f, step=step, page=1), f.step
 
 
 # ---- views --------------------------------------------------------------------------------------------
@@ -193,6 +208,7 @@ def samples_page(request: HttpRequest, run_id: int) -> HttpResponse:
     context: dict[str, Any] = {"run": run, "urls": _urls(run)}
     try:
         context["data"] = page_data(run, request.GET)
+        context["curves"] = key_curves(run)
     except BadQuery as exc:
         return render(request, "runs/samples.html", {**context, "error": str(exc)}, status=400)
     except NoSuchStep as exc:
