@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs import compare, evaluations, inspect, ladder, log_views, metrics_csv, planning, views
+from runs import compare, evaluations, group_view, inspect, ladder, log_views, metrics_csv, planning, views
 
 app_name = "runs"
 urlpatterns = [
@@ -27,5 +27,13 @@ urlpatterns = [
     path("<int:run_id>/samples/steps/", inspect.samples_steps, name="samples-steps"),
     path("<int:run_id>/samples/export.<str:fmt>", inspect.samples_export, name="samples-export"),
     path("<int:run_id>/samples/<int:sample_pk>/", inspect.sample_page, name="sample"),
+    path(
+        "<int:run_id>/samples/step/<int:step>/group/<int:group>/", group_view.group_page, name="samples-group"
+    ),
+    path(
+        "<int:run_id>/samples/step/<int:step>/group/<int:group>/diverge/",
+        group_view.group_divergence,
+        name="samples-group-diverge",
+    ),
     path("<int:run_id>/problems/<int:problem_index>/", inspect.problem_page, name="problem"),
 ]
