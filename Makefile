@@ -2,7 +2,7 @@
 # scripts/ (standard-library Python, so it runs before .venv exists).
 PYTHON ?= python3.11
 
-.PHONY: help demo test lint venv lock
+.PHONY: help demo test test-fast lint venv lock
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -12,6 +12,9 @@ demo:  ## install, migrate, bootstrap, start Redis + Ray + Celery + Daphne; Ctrl
 
 test:  ## install dev tools, start Redis if needed, run ruff, mypy, lint-imports, pytest (ARGS=... for pytest)
 	$(PYTHON) -m scripts.check $(ARGS)
+
+test-fast:  ## the edit-test loop: lint, then pytest without browser, Ray, fault or slow tests (ARGS=...)
+	$(PYTHON) -m scripts.check -m "not browser and not ray and not faults and not slow" $(ARGS)
 
 lint:  ## ruff, mypy and the import contracts only
 	$(PYTHON) -m scripts.check --lint-only

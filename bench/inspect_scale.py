@@ -99,6 +99,7 @@ def main() -> None:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.add_init_script('localStorage.setItem("dapo.bench", "1")')  # timing hooks, opt-in
                 login(page, base, "bench", "bench-pass-123")
                 inspector = f"{base}/runs/{run_id}/samples/?step={STEP}"
                 compare = f"{base}/runs/compare/?ids={','.join(map(str, compare_ids))}"

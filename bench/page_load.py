@@ -156,6 +156,7 @@ def main() -> None:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport={"width": 1440, "height": 900})
+                page.add_init_script('localStorage.setItem("dapo.bench", "1")')  # timing hooks, opt-in
                 login(page, base, "bench", "bench-pass-123")
                 results = [measure(page, f"{base}/runs/{run.pk}/") for _ in range(args.loads + 1)][1:]
                 if args.screenshots:

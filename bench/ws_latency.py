@@ -78,6 +78,7 @@ def main() -> None:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport={"width": 1440, "height": 900})
+                page.add_init_script('localStorage.setItem("dapo.bench", "1")')  # timing hooks, opt-in
                 login(page, base, "bench", "bench-pass-123")
                 page.goto(f"{base}/runs/{run.pk}/")
                 page.wait_for_function("document.getElementById('live-indicator').dataset.state === 'live'")

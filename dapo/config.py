@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
-FILTER_METRICS = ("acc", "score", "seq_reward")
 MAX_INT = 10**9  # bounds every integer knob: a typo like 1e30 steps is an error, not an overflow later
 
 

@@ -46,11 +46,7 @@ PRETRAIN_NOISE = 0.5
 Why half: the base policy then knows the arithmetic (its greedy answer is right on ~80% of the test
 problems) but, sampled at temperature 1.0, copies the corpus's slips and is right on only ~40%. That is
 the gap RL closes first at any scale, sharpening pass@k into pass@1, and it is wide enough for DAPO to
-show +30 points within minutes on two CPU cores. At 0.15 and 400 steps (the first shipped build: 40% at
-T=1, 60% greedy) the model's errors were mostly missing skill, which RL teaches slowly: +8 points in 60
-steps, then a plateau near 50%."""
-SHIPPED_DEMO_DIR = Path(__file__).resolve().parents[1] / "assets" / "demo"
-"""The demo built with the defaults and committed with the repository."""
+show +30 points within minutes on two CPU cores (bench/README.md, "Choosing the demo's settings")."""
 MAX_NEW_TOKENS = 48
 """Generation cap when measuring base accuracy; the longest worked solution is ~40 tokens."""
 Expression = tuple[tuple[int, ...], tuple[str, ...]]

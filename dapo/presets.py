@@ -46,12 +46,9 @@ def tiny_cpu() -> RunConfig:
     """Full DAPO on the demo model and arithmetic task, sized for two CPU cores (~2.5 s a step unloaded).
 
     The demo policy is a ~1.8M-parameter Llama, so the paper's lr of 1e-6 (tuned for 32B parameters)
-    barely moves it. Measured on the shipped demo (base 45.6% held-out mean@4 at T=1, 91% greedy), two
-    runs side by side on the loaded 2-core VM: lr 1e-4 reached 75.0% at step 30 (~100 s) and 79.5% at
-    step 70; 2e-4 was no faster (73.1% at step 30, 78.3% at step 60) and sits nearer the ~3e-4 where a
-    peer trainer saw this size of model collapse; 2e-5 (the earlier choice) moved the previous demo build
-    by only ~6 points in 30 steps. Groups of 8 and 16 kept prompts per step give 128 samples per step,
-    and two optimiser steps per rollout step.
+    barely moves it: this preset uses 1e-4 (the measurements behind it: bench/README.md, "Choosing the
+    demo's settings"). Groups of 8 and 16 kept prompts per step give 128 samples per step, and two
+    optimiser steps per rollout step.
     """
     return RunConfig(
         model=ModelConfig(path="assets/demo/model", dtype="float32", device="cpu"),

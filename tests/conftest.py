@@ -47,3 +47,23 @@ def chromium_path() -> str:
     if os.environ.get("CI"):
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+# `make test-fast` deselects these (the edit-test loop): browser tests are marked in their modules; Ray and
+# fault-injection tests are marked here by where they live, so a new test in those files is marked too.
+RAY_MODULES = {
+    "test_ray_backend.py",
+    "test_ray_shards.py",
+    "test_ray_two_nodes.py",
+    "test_ray_binding.py",
+    "test_fsdp.py",  # FSDP learners run on the Ray backend
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.fspath))
+        if path.name in RAY_MODULES or path.name == "test_ray_faults.py":
+            item.add_marker(pytest.mark.ray)
+        if "reliability" in path.parts:
+            item.add_marker(pytest.mark.faults)

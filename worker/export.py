@@ -40,7 +40,7 @@ def export_root() -> Path:
 
 
 @app.task(bind=True, name="worker.tasks.export_model")
-def export_model(self, export_id: int) -> str:  # type: ignore[no-untyped-def]
+def export_model(self, export_id: int) -> str:
     """Export one queued ModelExport; its row ends done (with the catalog entry) or failed (with why)."""
     try:
         export = with_db_retry(

@@ -47,7 +47,7 @@ class DatasetForm(forms.ModelForm):
                 check_files(self.split_files())
             except ImportFailed as e:
                 raise forms.ValidationError(str(e)) from None
-        return data
+        return data if data is not None else self.cleaned_data
 
     def split_files(self) -> list[SplitFile]:
         paths = [("train", self.cleaned_data["path"]), ("val", self.cleaned_data.get("val_path", ""))]

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
+from config.params import INT32_MAX, int_or_none
 from django.core.paginator import Page, Paginator
 from django.db.models import F, Q, QuerySet
 from django.http import QueryDict
@@ -51,9 +52,9 @@ class Query:
             answer=_text(params.get("answer"), 500),
             solved=params.get("solved", "") if params.get("solved") in solve.SOLVED_FILTERS else "",
             sort=params.get("sort", "index") if params.get("sort") in SORTS else "index",
-            page=_int(params.get("page")) or 1,
-            row=_int(params.get("row"), allow_zero=True),
-            model=_int(params.get("model")),
+            page=int_or_none(params.get("page"), high=INT32_MAX) or 1,
+            row=int_or_none(params.get("row"), low=0, high=INT32_MAX),
+            model=int_or_none(params.get("model"), high=INT32_MAX),
             reward=_text(params.get("reward"), 200),
         )
 
@@ -115,9 +116,9 @@ def page_of(dataset: Dataset, query: Query, runs: list[Any]) -> tuple[Page, list
     indices = solve.by_rate(
         list(rows.values_list("index", flat=True)), rates, solved=query.solved, sort=query.sort
     )
-    page = Paginator(indices, PAGE_SIZE).get_page(query.page)
-    found = {r.index: r for r in rows.filter(index__in=list(page.object_list))}
-    return page, [found[i] for i in page.object_list if i in found]
+    index_page = Paginator(indices, PAGE_SIZE).get_page(query.page)
+    found = {r.index: r for r in rows.filter(index__in=list(index_page.object_list))}
+    return index_page, [found[i] for i in index_page.object_list if i in found]
 
 
 def table(rows: list[DatasetRow], query: Query, run_ids: list[int]) -> list[dict[str, Any]]:
@@ -168,10 +169,3 @@ def neighbours(dataset: Dataset, split: str, index: int) -> tuple[int | None, in
 def _text(raw: str | None, limit: int) -> str:
     return (raw or "").replace("\x00", "").strip()[:limit]
 
-
-def _int(raw: str | None, *, allow_zero: bool = False) -> int | None:
-    try:
-        value = int(raw or "")
-    except ValueError:
-        return None
-    return value if (0 if allow_zero else 1) <= value < 2**31 else None

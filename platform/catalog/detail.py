@@ -80,6 +80,7 @@ def row_panel(
     dataset: Dataset, query: browse.Query, runs: list[Run], model: BaseModel | None
 ) -> dict[str, Any]:
     """The chosen row: its templated prompt beside the ground truth, and its solve rate in each run."""
+    assert query.row is not None  # the page asks for a panel only when a row is chosen
     row = DatasetRow.objects.filter(dataset=dataset, split=query.split, index=query.row).first()
     if row is None:
         return {"missing": query.row}

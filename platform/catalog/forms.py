@@ -40,7 +40,8 @@ class UploadForm(_Named):
     )
 
     def __init__(self, *args: Any, too_large: dict[str, str] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, auto_id="upload-%s", **kwargs)
+        kwargs.setdefault("auto_id", "upload-%s")
+        super().__init__(*args, **kwargs)
         self.too_large = too_large or {}
 
     def clean_train(self) -> StagedUpload | None:
@@ -82,7 +83,8 @@ class UploadForm(_Named):
 
 class RegisterForm(_Named):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, auto_id="register-%s", **kwargs)
+        kwargs.setdefault("auto_id", "register-%s")
+        super().__init__(*args, **kwargs)
 
     train_path = forms.CharField(
         max_length=1024,

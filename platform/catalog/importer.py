@@ -65,7 +65,8 @@ def import_dataset(
     try:
         with transaction.atomic():
             dataset = _dataset_row(name, description, created_by, replace)
-            counts, schema = {}, {}
+            counts: dict[str, int] = {}
+            schema: dict[str, Any] = {}
             for f in files:
                 counts[f.split], columns = _import_split(dataset, f)
                 schema = schema or columns

@@ -51,9 +51,6 @@ class Dataset(models.Model):
         """The run-config fields this dataset sets."""
         return {"data.train_path": self.path, "data.val_path": self.val_path}
 
-    def split_path(self, split: str) -> str:
-        """The file of a split ("train" or "val"); empty for a missing validation split."""
-        return self.path if split == "train" else self.val_path
 
 
 class DatasetRow(models.Model):

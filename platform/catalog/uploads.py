@@ -75,7 +75,7 @@ class DatasetUploadHandler(FileUploadHandler):
         self._size += len(raw_data)
         if self._size > self.limit:
             self._drop()
-            self.too_large[self.field_name] = self.file_name
+            self.too_large[self.field_name] = self.file_name or ""
             raise SkipFile()  # the parser reads past the rest of this file without keeping it
         self._file.write(raw_data)
 
@@ -83,7 +83,7 @@ class DatasetUploadHandler(FileUploadHandler):
         if self._file is None or self._path is None:
             return None
         self._file.close()
-        staged = StagedUpload(self._path, self.file_name, file_size, self.content_type)
+        staged = StagedUpload(self._path, self.file_name or "", file_size, self.content_type)
         self._file, self._path = None, None  # complete: from now on only cleanup() deletes it
         return staged
 

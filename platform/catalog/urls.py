@@ -7,5 +7,5 @@ urlpatterns = [
     path("", views.dataset_list, name="datasets"),
     path("upload/", views.dataset_upload, name="upload"),
     path("register/", views.dataset_register, name="register"),
-    path("<int:dataset_id>/", views.dataset_detail, name="detail"),
+    path("<id:dataset_id>/", views.dataset_detail, name="detail"),
 ]

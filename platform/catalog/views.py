@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
@@ -39,7 +39,8 @@ def _render_list(
     datasets = list(Dataset.objects.select_related("created_by"))
     for dataset in datasets:
         used = solve.runs_using(dataset, request.user)
-        dataset.used_by = sorted({*used["train"], *used["val"]}, key=lambda r: -r.pk)  # for the template
+        runs = sorted({*used["train"], *used["val"]}, key=lambda r: -r.pk)
+        dataset.used_by = runs  # type: ignore[attr-defined]  # for the template
     context = {
         "datasets": datasets,
         "upload": upload,
@@ -104,8 +105,6 @@ def _import(request: HttpRequest, form: UploadForm | RegisterForm, *, keep_files
 
 @require_GET
 def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
-    if not 0 < dataset_id < 2**63:
-        raise Http404("No such dataset.")
     dataset = get_object_or_404(Dataset.objects.select_related("created_by"), pk=dataset_id)
     query = browse.Query.from_get(request.GET, dataset)
     runs = solve.runs_using(dataset, request.user)[query.split]

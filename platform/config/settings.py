@@ -108,18 +108,20 @@ INSTALLED_APPS = [
     *(["drf_spectacular"] if HAS_SPECTACULAR else []),
     "catalog",
     "runs",
+    "inspector",
+    "compare",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "runs.account.content_security_policy",
+    "config.security_headers.content_security_policy",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "runs.error_pages.friendly_not_found",  # our 404 page (with a way back) while debugging too
+    "config.error_pages.friendly_not_found",  # our 404 page (with a way back) while debugging too
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes requires: turns a lockout into its response

@@ -5,12 +5,16 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from runs import account
 
+from config import params  # noqa: F401  registers the <id:...> path converter before the apps' URLs load
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/runs/", permanent=False)),
     path("accounts/", include("django.contrib.auth.urls")),
     path("accounts/token/", account.api_token, name="api-token"),
     path("admin/", admin.site.urls),
     path("runs/", include("runs.urls")),
+    path("runs/", include("inspector.urls")),  # /runs/<id>/samples/, /runs/<id>/problems/<index>/
+    path("runs/", include("compare.urls")),  # /runs/compare/, /runs/new/ladder/, /runs/<id>/metrics.csv
     path("datasets/", include("catalog.urls")),
     path("api/", include("runs.api_urls")),
 ]

@@ -21,15 +21,16 @@ from __future__ import annotations
 from typing import Any
 
 from catalog.models import BaseModel, Dataset
+from config.params import DB_ID_MAX, BadInteger, int_or_none, int_param
 from django.db.models import Q, QuerySet
-from django.shortcuts import get_object_or_404
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from runs.access import run_for
 from runs.configuring import build_config, shown, validate_name
 from runs.events import publish, status_event
 from runs.model_exports import ModelExport, request_export, steps_on_disk
@@ -37,14 +38,12 @@ from runs.models import Run, Sample, Status
 from runs.series import list_row, metric_series
 from runs.starts import resume_step
 
-MAX_INT = 2**63 - 1
-
 try:
     from drf_spectacular.utils import OpenApiParameter, extend_schema
 except ImportError:  # the OpenAPI schema is optional: without drf-spectacular the API works the same
-    OpenApiParameter = None
+    OpenApiParameter = None  # type: ignore[misc,assignment]
 
-    def extend_schema(**_: Any) -> Any:
+    def extend_schema(**_: Any) -> Any:  # type: ignore[misc]
         return lambda view: view
 
 
@@ -94,23 +93,12 @@ class SamplePagination(PageNumberPagination):
     max_page_size = 500
 
 
-def visible_run(request: Request, run_id: int) -> Run:
-    if not 0 < run_id <= MAX_INT:
-        raise NotFound("No such run.")
-    return get_object_or_404(Run.objects.visible_to(request.user), pk=run_id)
-
-
-def query_int(request: Request, name: str, minimum: int = -MAX_INT) -> int | None:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return None
+def query_int(request: Request, name: str, minimum: int = -DB_ID_MAX) -> int | None:
+    """An integer query parameter (``config.params`` rules) as a DRF field error when malformed."""
     try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationError({name: f"must be an integer, got {raw!r}"}) from None
-    if not minimum <= value <= MAX_INT:
-        raise ValidationError({name: f"must be between {minimum} and {MAX_INT}"})
-    return value
+        return int_param(request.query_params, name, low=minimum)
+    except BadInteger as e:
+        raise ValidationError({name: e.reason}) from None
 
 
 def query_bool(request: Request, name: str) -> bool | None:
@@ -170,7 +158,7 @@ def _catalog_picks(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]
         entry = None
         if isinstance(raw, str) and not validate_name(raw):  # no NUL or surrogate reaches the database
             entry = model.objects.filter(name=raw).first()
-        elif isinstance(raw, int) and not isinstance(raw, bool) and 0 < raw <= MAX_INT:
+        elif int_or_none(raw) is not None and not isinstance(raw, str):
             entry = model.objects.filter(pk=raw).first()
         if entry is None:
             errors[key] = f"no {key.replace('_', ' ')} {shown(raw)} in the catalog"
@@ -182,14 +170,14 @@ class RunDetail(APIView):
     serializer_class = RunSerializer
 
     def get(self, request: Request, run_id: int) -> Response:
-        return Response(RunSerializer(visible_run(request, run_id)).data)
+        return Response(RunSerializer(run_for(request, run_id)).data)
 
 
 class RunCancel(APIView):
     serializer_class = RunSerializer
 
     def post(self, request: Request, run_id: int) -> Response:
-        run = visible_run(request, run_id)
+        run = run_for(request, run_id)
         outcome = run.request_cancel()
         publish(run.pk, status_event(run))
         return Response({"outcome": outcome, **RunSerializer(run).data})
@@ -199,7 +187,7 @@ class RunResume(APIView):
     serializer_class = RunSerializer
 
     def post(self, request: Request, run_id: int) -> Response:
-        run = visible_run(request, run_id)
+        run = run_for(request, run_id)
         step, problem = resume_step(run)
         if step is None or not run.resume():
             detail = problem or "only a failed or cancelled run with a checkpoint can be resumed"
@@ -220,7 +208,7 @@ class RunMetrics(APIView):
         )
     )
     def get(self, request: Request, run_id: int) -> Response:
-        run = visible_run(request, run_id)
+        run = run_for(request, run_id)
         raw = request.query_params.get("names", "").replace("\x00", "")
         names = [n for n in raw.split(",") if n.strip()] or None
         max_points = query_int(request, "max_points", minimum=1)
@@ -247,7 +235,7 @@ class RunSamples(generics.ListAPIView):
     pagination_class = SamplePagination
 
     def get_queryset(self) -> QuerySet[Sample]:
-        run = visible_run(self.request, self.kwargs["run_id"])
+        run = run_for(self.request, self.kwargs["run_id"])
         samples = Sample.objects.filter(run=run)
         if (step := query_int(self.request, "step")) is not None:
             samples = samples.filter(step=step)
@@ -287,13 +275,13 @@ class RunExport(APIView):
     serializer_class = ExportSerializer
 
     def get(self, request: Request, run_id: int) -> Response:
-        run = visible_run(request, run_id)
+        run = run_for(request, run_id)
         exports = [e.state() for e in run.model_exports.all()[:100]]
         return Response({"run": run.pk, "steps_on_disk": steps_on_disk(run), "exports": exports})
 
     @extend_schema(request=ExportRequestSerializer, responses={202: ExportSerializer})
     def post(self, request: Request, run_id: int) -> Response:
-        run = visible_run(request, run_id)
+        run = run_for(request, run_id)
         body = request.data if isinstance(request.data, dict) else None
         if body is None:
             return Response({"detail": "the body must be a JSON object"}, status=status.HTTP_400_BAD_REQUEST)

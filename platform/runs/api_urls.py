@@ -8,11 +8,11 @@ from runs import api, evaluations, log_views
 urlpatterns = [
     path("runs/", login_not_required(api.RunListCreate.as_view()), name="api-runs"),
     path("evaluations/", login_not_required(evaluations.EvaluationCreate.as_view()), name="api-evaluations"),
-    path("runs/<int:run_id>/", login_not_required(api.RunDetail.as_view()), name="api-run"),
-    path("runs/<int:run_id>/cancel/", login_not_required(api.RunCancel.as_view()), name="api-run-cancel"),
-    path("runs/<int:run_id>/resume/", login_not_required(api.RunResume.as_view()), name="api-run-resume"),
-    path("runs/<int:run_id>/metrics/", login_not_required(api.RunMetrics.as_view()), name="api-run-metrics"),
-    path("runs/<int:run_id>/samples/", login_not_required(api.RunSamples.as_view()), name="api-run-samples"),
-    path("runs/<int:run_id>/export/", login_not_required(api.RunExport.as_view()), name="api-run-export"),
-    path("runs/<int:run_id>/log/", login_not_required(log_views.RunLog.as_view()), name="api-run-log"),
+    path("runs/<id:run_id>/", login_not_required(api.RunDetail.as_view()), name="api-run"),
+    path("runs/<id:run_id>/cancel/", login_not_required(api.RunCancel.as_view()), name="api-run-cancel"),
+    path("runs/<id:run_id>/resume/", login_not_required(api.RunResume.as_view()), name="api-run-resume"),
+    path("runs/<id:run_id>/metrics/", login_not_required(api.RunMetrics.as_view()), name="api-run-metrics"),
+    path("runs/<id:run_id>/samples/", login_not_required(api.RunSamples.as_view()), name="api-run-samples"),
+    path("runs/<id:run_id>/export/", login_not_required(api.RunExport.as_view()), name="api-run-export"),
+    path("runs/<id:run_id>/log/", login_not_required(log_views.RunLog.as_view()), name="api-run-log"),
 ]

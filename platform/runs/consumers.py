@@ -24,10 +24,11 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from config.params import DB_ID_MAX, int_or_none
 from redis.exceptions import RedisError
 
+from runs.access import find_run
 from runs.events import group_name
-from runs.models import Run
 from runs.series import snapshot
 
 log = logging.getLogger(__name__)
@@ -70,14 +71,15 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        self.run = await self._visible_run(user, self.scope["url_route"]["kwargs"]["run_id"])
+        self.run = await database_sync_to_async(find_run)(user, self.scope["url_route"]["kwargs"]["run_id"])
         if self.run is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.last_catchup = 0.0
         await self.channel_layer.group_add(group_name(self.run.pk), self.channel_name)
         self.group = group_name(self.run.pk)  # only now: disconnect() leaves only a group it joined
-        after = _int_or_none(parse_qs(self.scope.get("query_string", b"").decode()).get("after", [None])[0])
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        after = int_or_none(query.get("after", [None])[0], low=-DB_ID_MAX)
         await self._send_snapshot("snapshot", _step(after))
 
     async def disconnect(self, code: int) -> None:
@@ -143,12 +145,6 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         data = await database_sync_to_async(snapshot)(self.run, after)
         await self.send_json({"type": kind, **data})
 
-    @database_sync_to_async
-    def _visible_run(self, user: Any, run_id: int | str) -> Run | None:
-        pk = _int_or_none(str(run_id))
-        if pk is None or not 0 < pk < 2**63:
-            return None
-        return Run.objects.visible_to(user).filter(pk=pk).first()
 
 
 def _catchup_step(text: str) -> int | None:
@@ -161,13 +157,6 @@ def _catchup_step(text: str) -> int | None:
         return None
     after = message.get("after_step")
     return after if isinstance(after, int) and not isinstance(after, bool) else None
-
-
-def _int_or_none(raw: str | None) -> int | None:
-    try:
-        return int(raw) if raw is not None else None
-    except ValueError:
-        return None
 
 
 def _step(value: int | None) -> int | None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from catalog.models import BaseModel, Dataset
+from config.params import DB_ID_MAX, BadInteger, to_int
 from django.contrib import messages
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
@@ -32,7 +33,6 @@ from runs.model_exports import steps_on_disk
 from runs.models import Checkpoint, Kind, Run
 
 Errors = dict[str, str]
-MAX_INT = 2**63 - 1
 MAX_N = 1024
 
 
@@ -43,7 +43,7 @@ def create_evaluation(user: Any, body: Mapping[str, Any]) -> tuple[Run | None, E
     source, source_errors = _source(user, body)
     datasets, data_errors = _datasets(body.get("datasets"))
     n, n_errors = _int(body.get("n", 4), "n", 1, MAX_N)
-    limit, limit_errors = _int(body.get("max_problems", 0), "max_problems", 0, MAX_INT)
+    limit, limit_errors = _int(body.get("max_problems", 0), "max_problems", 0, DB_ID_MAX)
     errors |= source_errors | data_errors | n_errors | limit_errors
     if errors or source is None:
         return None, errors
@@ -109,12 +109,12 @@ def _source(user: Any, body: Mapping[str, Any]) -> tuple[BaseModel | Checkpoint 
         )
     if not isinstance(checkpoint, Mapping):
         return None, {"checkpoint": 'must be {"run": id, "step"?: N}'}
-    run_id, _ = _int(checkpoint.get("run"), "run", 1, MAX_INT)
+    run_id, _ = _int(checkpoint.get("run"), "run", 1, DB_ID_MAX)
     run = Run.objects.visible_to(user).filter(pk=run_id).first() if run_id else None
     if run is None:
         return None, {"checkpoint": f"no run {shown(checkpoint.get('run'))} of yours"}
     steps = steps_on_disk(run)
-    step, step_errors = _int(checkpoint.get("step", steps[-1] if steps else None), "step", 0, MAX_INT)
+    step, step_errors = _int(checkpoint.get("step", steps[-1] if steps else None), "step", 0, DB_ID_MAX)
     if step_errors or step not in steps:
         on_disk = ", ".join(map(str, steps)) or "none"
         return None, {
@@ -140,7 +140,7 @@ def _catalog(model: type[BaseModel] | type[Dataset], raw: Any) -> Any:
     """A catalog entry by id (or its digits, from a form) or by name; None when there is none."""
     if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit():
         raw = int(raw.strip())
-    if isinstance(raw, int) and not isinstance(raw, bool) and 0 < raw <= MAX_INT:
+    if isinstance(raw, int) and not isinstance(raw, bool) and 0 < raw <= DB_ID_MAX:
         return model.objects.filter(pk=raw).first()
     if isinstance(raw, str) and not validate_name(raw):
         return model.objects.filter(name=raw).first()
@@ -148,11 +148,11 @@ def _catalog(model: type[BaseModel] | type[Dataset], raw: Any) -> Any:
 
 
 def _int(raw: Any, name: str, low: int, high: int) -> tuple[int, Errors]:
-    if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit():
-        raw = int(raw.strip())
-    if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
-        return 0, {name: f"must be an integer in [{low}, {high}], got {shown(raw)}"}
-    return raw, {}
+    """``config.params.to_int`` as (value, {}) or (0, {field: message}), the shape the form collects."""
+    try:
+        return to_int(raw, name, low=low, high=high), {}
+    except BadInteger as e:
+        return 0, {name: e.reason}
 
 
 # ---- the page and the API ----------------------------------------------------------------------------

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from config.params import BadInteger, int_param
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
 from django.views.decorators.http import require_GET
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -17,19 +19,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from runs.api import extend_schema, query_int, query_params, visible_run
+from runs.access import run_for
+from runs.api import extend_schema, query_int, query_params
 from runs.run_log import log_path, read_chunk
-from runs.views import _run_for
-
-MAX_INT = 2**63 - 1
-
-
-def _query(raw: str | None, name: str) -> int | None:
-    if raw in (None, ""):
-        return None
-    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_INT:
-        raise ValueError(f"{name} must be a non-negative integer, got {raw[:40]!r}")
-    return int(raw)
 
 
 def _chunk(run_id: int, offset: int | None, tail: int | None, status: str) -> dict[str, Any]:
@@ -38,18 +30,18 @@ def _chunk(run_id: int, offset: int | None, tail: int | None, status: str) -> di
 
 @require_GET
 def run_log(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_for(request, run_id)
+    run = run_for(request, run_id)
     try:
-        offset = _query(request.GET.get("offset"), "offset")
-        tail = _query(request.GET.get("tail"), "tail")
-    except ValueError as e:
+        offset = int_param(request.GET, "offset")
+        tail = int_param(request.GET, "tail")
+    except BadInteger as e:
         return JsonResponse({"detail": str(e)}, status=400)
     return JsonResponse(_chunk(run.pk, offset, tail, run.status))
 
 
 @require_GET
-def run_log_download(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_for(request, run_id)
+def run_log_download(request: HttpRequest, run_id: int) -> HttpResponseBase:
+    run = run_for(request, run_id)
     path = log_path(run.pk)
     if not path.is_file():
         return HttpResponse(
@@ -85,7 +77,7 @@ class RunLog(APIView):
         )
     )
     def get(self, request: Request, run_id: int) -> Response:
-        run = visible_run(request, run_id)
+        run = run_for(request, run_id)
         offset = query_int(request, "offset", minimum=0)
         tail = query_int(request, "tail", minimum=0)
         if offset is not None and tail is not None:

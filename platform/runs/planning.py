@@ -10,6 +10,7 @@ from typing import Any
 
 from catalog.models import BaseModel
 from catalog.paths import PathError, check_model_path
+from config.params import int_or_none
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_POST
 
@@ -42,7 +43,7 @@ def plan_data(request: HttpRequest) -> JsonResponse:
     if errors:
         return JsonResponse({"plan": None, "reason": "fix the fields marked in the form", "checked": False})
     data: dict[str, Any] = forms.unflatten(values)
-    entry = BaseModel.objects.filter(pk=_int(request.POST.get("base_model"))).first()
+    entry = BaseModel.objects.filter(pk=int_or_none(request.POST.get("base_model")) or 0).first()
     if entry is not None:
         data.setdefault("model", {})["path"] = entry.path
     try:
@@ -66,10 +67,3 @@ def _first(errors: Errors) -> str:
     name, message = next(iter(errors.items()))
     return f"{name}: {message}"[:300]
 
-
-def _int(raw: Any) -> int | None:
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        return None
-    return value if 0 < value < 2**63 else None

@@ -50,7 +50,8 @@ def metric_series(
 def _filters(
     run: Run, names: list[str] | None, min_step: int | None, max_step: int | None
 ) -> tuple[list[str], list[Any]]:
-    where, params = ["run_id = %s"], [run.pk]
+    where: list[str] = ["run_id = %s"]
+    params: list[Any] = [run.pk]
     if names:
         where.append(f"name IN ({', '.join(['%s'] * len(names))})")
         params.extend(names)

@@ -6,13 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from catalog.models import BaseModel, Dataset
+from config.params import int_or_none
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dapo.config import flatten
 from runs import forms
+from runs.access import run_for
 from runs.configuring import build_config, validate_name
 from runs.events import publish, status_event
 from runs.model_exports import request_export, steps_on_disk
@@ -23,15 +25,6 @@ from runs.starts import fork_choices, fork_problem, resume_step
 STATUS_NOTE = "status-note"
 """The class of a message about a run's status ("Cancelling..."): the run page removes it once the status
 it speaks of has changed, so it never stays beside a status that says otherwise."""
-
-
-def _run_for(request: HttpRequest, run_id: int) -> Run:
-    """The run if this user may see it; 404 otherwise (another user's run looks missing)."""
-    if not 0 < run_id < 2**63:
-        raise Http404("No such run.")
-    return get_object_or_404(
-        Run.objects.visible_to(request.user).select_related("owner", "parent"), pk=run_id
-    )
 
 
 @require_GET
@@ -50,12 +43,14 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def run_new(request: HttpRequest) -> HttpResponse:
-    parent = _run_for(request, int(request.GET["fork"])) if _digits(request.GET.get("fork")) else None
+    fork = request.GET.get("fork")
+    parent = run_for(request, fork) if fork else None  # ?fork=<id>: 404 unless a run of yours
     if request.method == "POST":
         return _create_from_post(request, parent)
-    source = _run_for(request, int(request.GET["from"])) if _digits(request.GET.get("from")) else parent
+    raw_source = request.GET.get("from")
+    source = run_for(request, raw_source) if raw_source else parent
     values, preset, name = _initial(request, source)
-    return _render_new(request, values, {}, preset=preset, name=name, parent=parent)
+    return render_new(request, values, {}, preset=preset, name=name, parent=parent)
 
 
 def _initial(request: HttpRequest, source: Run | None) -> tuple[dict[str, Any], str, str]:
@@ -69,8 +64,8 @@ def _initial(request: HttpRequest, source: Run | None) -> tuple[dict[str, Any], 
 def _create_from_post(request: HttpRequest, parent: Run | None) -> HttpResponse:
     values, errors = forms.parse_post(request.POST)
     name, preset = request.POST.get("name", ""), request.POST.get("preset", "")
-    base_model = BaseModel.objects.filter(pk=_int(request.POST.get("base_model"))).first()
-    dataset = Dataset.objects.filter(pk=_int(request.POST.get("dataset"))).first()
+    base_model = BaseModel.objects.filter(pk=int_or_none(request.POST.get("base_model")) or 0).first()
+    dataset = Dataset.objects.filter(pk=int_or_none(request.POST.get("dataset")) or 0).first()
     checkpoint = _checkpoint(parent, request.POST.get("checkpoint")) if parent else None
     config, config_errors = (None, {}) if errors else build_config(config=forms.unflatten(values))
     errors = {**validate_name(name), **errors, **config_errors}
@@ -80,7 +75,7 @@ def _create_from_post(request: HttpRequest, parent: Run | None) -> HttpResponse:
         errors["checkpoint"] = problem
     if errors or config is None:
         messages.error(request, "The run was not queued: fix the fields marked below.")
-        return _render_new(request, values, errors, preset=preset, name=name, parent=parent, status=400)
+        return render_new(request, values, errors, preset=preset, name=name, parent=parent, status=400)
     fields = {"preset": preset if preset in forms.presets_data() else "", "base_model": base_model}
     if parent is not None and checkpoint is not None:
         run = parent.fork(owner=request.user, name=name, config=config, checkpoint=checkpoint)
@@ -90,10 +85,10 @@ def _create_from_post(request: HttpRequest, parent: Run | None) -> HttpResponse:
 
 
 def _checkpoint(parent: Run, raw: str | None) -> Checkpoint | None:
-    return parent.checkpoints.filter(pk=_int(raw)).first()
+    return parent.checkpoints.filter(pk=int_or_none(raw) or 0).first()  # 0: no such row
 
 
-def _render_new(
+def render_new(
     request: HttpRequest,
     values: dict[str, Any],
     errors: dict[str, str],
@@ -106,7 +101,7 @@ def _render_new(
 ) -> HttpResponse:
     checkpoints, pruned = fork_choices(parent) if parent else ([], [])
     raw_source = request.GET.get("from")
-    source = None if parent or not _digits(raw_source) else _run_for(request, int(raw_source or 0))
+    source = None if parent or not raw_source else run_for(request, raw_source)
     context = {
         "source": source,
         "sections": forms.sections(values, errors),
@@ -127,7 +122,7 @@ def _render_new(
 
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_for(request, run_id)
+    run = run_for(request, run_id)
     data = {
         "run": run.state(),
         "metrics": metric_series(run, max_points=PAGE_MAX_POINTS),
@@ -141,7 +136,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_POST
 def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
     """The run page's "Export model": queue an export of one of its checkpoints into the model catalog."""
-    run = _run_for(request, run_id)
+    run = run_for(request, run_id)
     step, name = request.POST.get("step", "").strip(), request.POST.get("name", "")
     export, errors = request_export(run, request.user, step=step or None, name=name or None)
     if export is None:
@@ -155,7 +150,7 @@ def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_for(request, run_id)
+    run = run_for(request, run_id)
     outcome = run.request_cancel()
     publish(run.pk, status_event(run))
     messages.info(
@@ -170,7 +165,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_POST
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_for(request, run_id)
+    run = run_for(request, run_id)
     step, problem = resume_step(run)
     if step is not None and run.resume():
         publish(run.pk, status_event(run))
@@ -179,15 +174,3 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
         messages.error(request, problem or "Only a failed or cancelled run with a checkpoint can be resumed.")
     return redirect("runs:detail", run_id=run.pk)
 
-
-def _digits(raw: str | None) -> bool:
-    """ASCII digits only: str.isdigit() is also true of "²", which int() refuses."""
-    return raw is not None and raw.isascii() and raw.isdigit()
-
-
-def _int(raw: Any) -> int | None:
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        return None
-    return value if 0 < value < 2**63 else None

@@ -85,7 +85,7 @@ def test_from_a_chart_point_to_its_samples_and_a_group_side_by_side(
         page.goto(f"{base}/runs/{run.pk}/")
         _click_point(page, '.chart[data-title="Reward"]', 0, 5)
         page.wait_for_url(f"{base}/runs/{run.pk}/samples/?split=train&step=5&near=1")
-        page.wait_for_function("window.__inspectorReady === true")
+        page.wait_for_function("document.body.dataset.curveStep === '4'")  # drawn, the step marked
         assert page.inner_text("#step-label") == "4"
         assert (
             page.inner_text("#snap-note")
@@ -97,7 +97,7 @@ def test_from_a_chart_point_to_its_samples_and_a_group_side_by_side(
         page.goto(f"{base}/runs/{run.pk}/")
         _click_point(page, '.chart[data-title="Accuracy"]', 1, 4)
         page.wait_for_url(f"{base}/runs/{run.pk}/samples/?split=val&step=4&near=1")
-        page.wait_for_function("window.__inspectorReady === true")
+        page.wait_for_function("document.body.dataset.curveStep === '4'")
         assert page.get_attribute("#split-val", "aria-pressed") == "true"
         assert page.inner_text("#step-label") == "4" and page.is_hidden("#snap-note")
 
@@ -115,7 +115,7 @@ def test_from_a_chart_point_to_its_samples_and_a_group_side_by_side(
         # 4. group 0 side by side: best (0) against worst (3) reward first, parting at character 0
         page.click("#group-0 a.side-by-side")
         page.wait_for_url(f"{base}/runs/{run.pk}/samples/step/8/group/0/?split=train*")
-        page.wait_for_function("window.__groupReady === true")
+        page.wait_for_function("document.body.dataset.columns === 'ready'")
         page.click("#render-raw")
         assert page.locator(".column").evaluate_all("cs => cs.map(c => c.dataset.index)") == [
             "0",
@@ -140,7 +140,7 @@ def test_from_a_chart_point_to_its_samples_and_a_group_side_by_side(
         # sorted by reward, low first: the columns reorder and the chosen pair stays
         page.select_option("#column-sort", "reward_asc")
         page.wait_for_url("**sort=reward_asc*")
-        page.wait_for_function("window.__groupReady === true")
+        page.wait_for_function("document.body.dataset.columns === 'ready'")
         assert page.locator(".column").evaluate_all("cs => cs.map(c => c.dataset.index)") == [
             "3",
             "1",

@@ -138,6 +138,7 @@ def test_the_run_page_reconnects_and_catches_up_after_redis_restarts(watched_run
     with sync_playwright() as p:  # no ORM call in here (Playwright's greenlets)
         browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         page, errors = open_page(browser, timeout_ms=30_000)
+        page.add_init_script('localStorage.setItem("dapo.bench", "1")')  # window.__dapoReceived
         page.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
         page.goto(f"{base}/accounts/login/?next=/runs/{run.pk}/")
         page.fill("#id_username", "alice")

@@ -26,8 +26,8 @@ from runs.models import Run, Sample
 from runs.routing import websocket_urlpatterns
 from runs.run_log import log_path
 
+from tests.platform.runs.test_consumers import ws
 from tests.platform.support import report
-from tests.platform.test_consumers import ws
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -26,7 +26,7 @@ from runs.models import Run
 
 from dapo import jsonsafe
 from dapo.presets import get_preset
-from tests.platform.test_views import _form
+from tests.platform.runs.test_views import _form
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

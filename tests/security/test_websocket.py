@@ -13,8 +13,8 @@ from channels.testing import WebsocketCommunicator
 from redis.exceptions import ConnectionError as RedisConnectionError
 from runs import consumers
 
+from tests.platform.runs.test_consumers import run, ws
 from tests.platform.support import report
-from tests.platform.test_consumers import run, ws
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

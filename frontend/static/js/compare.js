@@ -8,6 +8,7 @@
   const $ = (id) => document.getElementById(id);
   const data = JSON.parse($("compare-data").textContent);
   const runs = data.runs;
+  for (const r of runs) r.color = window.dapoCharts.color(r.series - 1); // --series-N of app.css
   const runOf = new Map(runs.map((r) => [String(r.id), r]));
   const base = new URLSearchParams(data.query); // ids=... or group=...
   const params = new URLSearchParams(location.search);
@@ -131,12 +132,14 @@
   // ---- charts ----------------------------------------------------------------------------------------
 
   const charts = new Map(); // metric -> {el, plotted, stale, visible}
-  const LAYOUT = {
-    margin: { l: 52, r: 14, t: 34, b: 42 }, height: 290, showlegend: false, hovermode: "x unified",
-    font: { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#334155" },
-    yaxis: { gridcolor: "#eef2f7", zeroline: false, tickformat: ".3~g", automargin: true },
-    paper_bgcolor: "#fff", plot_bgcolor: "#fff", hoverlabel: { namelength: 40 },
-  };
+  const LAYOUT = window.dapoCharts.layout({
+    margin: { l: 52, r: 14, t: 34, b: 42 },
+    height: 290,
+    showlegend: false,
+    hovermode: "x unified",
+    yaxis: { tickformat: ".3~g", automargin: true },
+    hoverlabel: { namelength: 40 },
+  });
   const escape = window.dapoPlotText; // plot_text.js: a run's name must stay text in plotly's labels
   function rgba(hex, a) {
     const n = parseInt(hex.slice(1), 16);
@@ -183,11 +186,11 @@
     const chart = charts.get(metric);
     const plotted = traces(metric);
     const layout = { ...LAYOUT, title: { text: metric, font: { size: 13 }, x: 0.02 },
-      xaxis: { title: { text: xTitle() }, gridcolor: "#eef2f7", zeroline: false, tickformat: state.x === "tokens" ? ".3~s" : "",
+      xaxis: { ...LAYOUT.xaxis, title: { text: xTitle() }, tickformat: state.x === "tokens" ? ".3~s" : "",
         dtick: state.x === "step" && maxStep() <= 12 ? 1 : undefined } }; // no step 1.5 on a short run
     if (!plotted.length) {
       layout.annotations = [{ text: "no points yet", showarrow: false, xref: "paper", yref: "paper",
-        x: 0.5, y: 0.5, font: { color: "#94a3b8", size: 13 } }];
+        x: 0.5, y: 0.5, font: { color: window.dapoCharts.muted(), size: 13 } }];
       layout.xaxis.showticklabels = false;
       layout.yaxis = { ...LAYOUT.yaxis, showticklabels: false };
     }

@@ -47,12 +47,12 @@
   const stats = JSON.parse(statsEl.textContent);
   const params = new URLSearchParams(window.location.search);
 
-  const LAYOUT = {
-    margin: { l: 48, r: 12, t: 30, b: 40 }, height: 300, showlegend: false, bargap: 0.08,
-    font: { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#334155" },
-    paper_bgcolor: "#fff", plot_bgcolor: "#fff",
-    xaxis: { gridcolor: "#eef2f7", zeroline: false }, yaxis: { gridcolor: "#eef2f7", zeroline: false },
-  };
+  const LAYOUT = window.dapoCharts.layout({
+    margin: { l: 48, r: 12, t: 30, b: 40 },
+    height: 300,
+    showlegend: false,
+    bargap: 0.08,
+  });
   const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
   const plain = window.dapoPlotText; // plot_text.js
   const short = (s, n) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
@@ -74,7 +74,7 @@
     const ys = rows.map((_, i) => i); // positions, not categories: two answers may share a shortened label
     const trace = {
       type: "bar", orientation: "h", x: rows.map((a) => a.count), y: ys,
-      customdata: rows.map((a) => plain(a.value)), marker: { color: "#2563eb" },
+      customdata: rows.map((a) => plain(a.value)), marker: { color: window.dapoCharts.color(0) },
       hovertemplate: "answer %{customdata}: %{x} problems<extra></extra>",
     };
     const other = stats.other_answers ? ` · ${stats.other_answers} problems have others` : "";
@@ -109,10 +109,10 @@
   }
 
   drawAnswers();
-  drawHistogram("chart-chars", stats.chars, "Prompt length (characters)", "characters", "#059669");
+  drawHistogram("chart-chars", stats.chars, "Prompt length (characters)", "characters", window.dapoCharts.color(2));
   const tokens = stats.tokens || {};
   if (tokens.error) empty($("chart-tokens"), `Token lengths unavailable: ${tokens.error}.`);
-  else drawHistogram("chart-tokens", tokens.histogram, `Prompt tokens with ${tokens.model}'s chat template`, "tokens", "#7c3aed");
+  else drawHistogram("chart-tokens", tokens.histogram, `Prompt tokens with ${tokens.model}'s chat template`, "tokens", window.dapoCharts.color(4));
 
   // ---- dataset page: rows ------------------------------------------------------------------------
 

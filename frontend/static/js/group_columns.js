@@ -85,5 +85,5 @@
   opts = window.dapoRender.menu($("render-menu"), $("render-menu").dataset.user || "", (o) => { opts = o; draw(); });
   draw();
   if (pair) history.replaceState(null, "", (() => { const u = new URL(location.href); u.searchParams.set("a", pair.a); u.searchParams.set("b", pair.b); return u; })());
-  window.__groupReady = true;
+  document.body.dataset.columns = "ready"; // tests wait for it
 })();

@@ -306,30 +306,16 @@
       } catch (err) { /* the next event tries again */ }
     }
     function stepsChanged() { clearTimeout(refreshTimer); refreshTimer = setTimeout(refreshSteps, 250); }
-    let backoff = 500;
-    function setLive(text, cls) { const ind = $("live-indicator"); ind.textContent = text; ind.dataset.state = cls; }
-    function connect() {
-      const proto = location.protocol === "https:" ? "wss" : "ws";
-      const socket = new WebSocket(`${proto}://${location.host}/ws/runs/${state.run.id}/?after=${Math.max(state.run.step, 0)}`);
-      socket.onopen = () => { backoff = 500; setLive("live", "live"); };
-      socket.onmessage = (e) => {
-        const ev = JSON.parse(e.data);
-        if (ev.type === "step" || ev.type === "snapshot" || ev.type === "catchup") {
-          if (ev.run) state.run.step = ev.run.step;
-          stepsChanged();
-          document.dispatchEvent(new CustomEvent("inspector:metrics", { detail: ev })); // the curves grow
-        }
-        if (ev.run) {
-          $("run-status").textContent = ev.run.status;
-          $("run-status").dataset.status = ev.run.status;
-        }
-      };
-      socket.onclose = (e) => {
-        if (e.code === 4001 || e.code === 4004) { setLive("no access", "off"); return; }
-        setLive("reconnecting", "wait");
-        setTimeout(connect, backoff);
-        backoff = Math.min(backoff * 2, 10000);
-      };
+    function onEvent(ev) {
+      if (ev.type === "step" || ev.type === "snapshot" || ev.type === "catchup") {
+        if (ev.run) state.run.step = ev.run.step;
+        stepsChanged();
+        document.dispatchEvent(new CustomEvent("inspector:metrics", { detail: ev })); // the curves grow
+      }
+      if (ev.run) {
+        $("run-status").textContent = ev.run.status;
+        $("run-status").dataset.status = ev.run.status;
+      }
     }
 
     // A click on a curve: that split's samples at that step, or at the nearest step that has samples.
@@ -341,18 +327,19 @@
     };
     fillForm(initial.filter);
     render();
-    connect();
-    window.__inspectorReady = true;
+    window.dapoLive.connect({
+      runId: state.run.id, after: () => Math.max(state.run.step, 0), onEvent, indicator: $("live-indicator"),
+    });
+    window.dapoLive.mark("__inspectorReady", true); // bench/inspect_scale.py (opt-in)
   }
 
   // ---- problem timeline ----------------------------------------------------------------------------
 
   function problemChart(data) {
-    const COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#65a30d"];
     const traces = data.series.map((s, i) => ({
       x: s.steps, y: s.rates, type: "scatter", mode: s.steps.length > 40 ? "lines" : "lines+markers",
       name: window.dapoPlotText(`${s.this ? "this run" : `#${s.run} ${s.name}`} · ${s.split === "val" ? "validation" : "train"}`),
-      line: { width: s.this ? 2.4 : 1.3, dash: s.split === "val" ? "dot" : "solid", color: COLORS[i % COLORS.length] },
+      line: { width: s.this ? 2.4 : 1.3, dash: s.split === "val" ? "dot" : "solid", color: window.dapoCharts.color(i) },
       opacity: s.this ? 1 : 0.75, marker: { size: 5 },
       customdata: s.n.map((n, j) => [s.correct[j], n]),
       hovertemplate: "step %{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]})<extra>%{fullData.name}</extra>",
@@ -363,15 +350,17 @@
     const sparse = own && own.steps.length <= 2;
     if (sparse) traces.forEach((t, i) => { if (data.series[i].this) t.marker = { size: 11 }; });
     const note = sparse ? [{ xref: "paper", yref: "paper", x: 0.5, y: 1, yanchor: "top", showarrow: false,
-      font: { size: 11, color: "#556274" },
+      font: { size: 11, color: window.dapoCharts.muted() },
       text: `this run drew this problem at ${own.steps.length} step${own.steps.length === 1 ? "" : "s"} so far: ` +
         (own.split === "val" ? "validation samples it at each validation" : "a train problem comes round once per pass over the data") }] : [];
-    const layout = {
-      margin: { l: 50, r: 10, t: 10, b: 40 }, height: 340, legend: { orientation: "h", y: -0.2 }, annotations: note,
-      font: { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#334155" },
-      xaxis: { title: { text: "step" }, gridcolor: "#eef2f7", zeroline: false, tickformat: "d" },
-      yaxis: { title: { text: "pass rate" }, range: [-0.03, 1.03], tickformat: ".0%", gridcolor: "#eef2f7", zeroline: false },
-    };
+    const layout = window.dapoCharts.layout({
+      margin: { l: 50, r: 10, t: 10, b: 40 },
+      height: 340,
+      legend: { orientation: "h", y: -0.2 },
+      annotations: note,
+      xaxis: { title: { text: "step" }, tickformat: "d" },
+      yaxis: { title: { text: "pass rate" }, range: [-0.03, 1.03], tickformat: ".0%" },
+    });
     Plotly.newPlot($("problem-chart"), traces, layout, { displaylogo: false, responsive: true });
   }
 })();

@@ -10,7 +10,7 @@
   const dataNode = $("inspector-curves-data");
   if (!dataNode || !window.Plotly) return;
   const charts = JSON.parse(dataNode.textContent).map((c) => ({ ...c, el: null }));
-  const COLOR = { train: "#2563eb", val: "#d97706" };
+  const COLOR = { train: window.dapoCharts.color(0), val: window.dapoCharts.color(3) };
   const LABEL = { train: "train", val: "validation" };
   let current = { split: "train", step: null };
 
@@ -25,14 +25,12 @@
   }
   function layout(chart) {
     const shapes = current.step === null ? [] : [{ type: "line", xref: "x", yref: "paper", x0: current.step, x1: current.step,
-      y0: 0, y1: 1, line: { color: "#0f172a", width: 1.2, dash: "dash" } }];
-    return {
+      y0: 0, y1: 1, line: { color: window.dapoCharts.muted(), width: 1.2, dash: "dash" } }];
+    return window.dapoCharts.layout({
       title: { text: chart.title, font: { size: 12 }, x: 0.02 }, height: 180, margin: { l: 40, r: 8, t: 26, b: 24 },
-      showlegend: false, shapes, hovermode: "closest",
-      font: { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 10, color: "#334155" },
-      xaxis: { gridcolor: "#eef2f7", zeroline: false, tickformat: "d" },
-      yaxis: { gridcolor: "#eef2f7", zeroline: false, tickformat: ".3~g" },
-    };
+      showlegend: false, shapes, hovermode: "closest", font: { size: 10 },
+      xaxis: { tickformat: "d" }, yaxis: { tickformat: ".3~g" },
+    });
   }
   function draw(chart) {
     if (!chart.series.length) {

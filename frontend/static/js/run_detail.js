@@ -16,8 +16,6 @@
   let lastStep = -1;
   let run = initial.run;
   let runReceivedAt = Date.now();
-  window.__dapoReceived = {}; // step -> receive time in ms (read by bench/ws_latency.py)
-  window.__dapoRelayMs = {}; // step -> ms from the event's publication to its arrival here
 
   const VAL_ACC = (n) => /^val\/acc\/mean@/.test(n);
   const HEALTH = [
@@ -38,7 +36,7 @@
     ["All-correct / all-wrong", null, 0],
   ];
   const NS_ORDER = ["actor", "critic", "response_length", "prompt_length", "timing_s", "perf", "train", "val"];
-  const COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2"];
+  const { fixed: fmt, pct, duration } = window.dapoCharts;
 
   // ---- series ----------------------------------------------------------------------------------
 
@@ -73,12 +71,13 @@
 
   // ---- charts ----------------------------------------------------------------------------------
 
-  const LAYOUT = {
-    margin: { l: 44, r: 10, t: 28, b: 30 }, height: 210, showlegend: false,
-    font: { family: "system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#334155" },
-    xaxis: { title: { text: "" }, gridcolor: "#eef2f7", zeroline: false },
-    yaxis: { gridcolor: "#eef2f7", zeroline: false, tickformat: ".3~g" }, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
-  };
+  const LAYOUT = window.dapoCharts.layout({
+    margin: { l: 44, r: 10, t: 28, b: 30 },
+    height: 210,
+    showlegend: false,
+    xaxis: { title: { text: "" } },
+    yaxis: { tickformat: ".3~g" },
+  });
   const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
   function addChart(container, title, traceSpecs) {
@@ -113,7 +112,7 @@
     const s = series.get(t.name);
     return { x: s.steps.slice(), y: s.values.slice(), name: t.label, type: "scatter",
       mode: lastStep < 40 ? "lines+markers" : "lines", marker: { size: 4 }, // a lone point must show
-      line: { width: 1.6, color: COLORS[i % COLORS.length] },
+      line: { width: 1.6, color: window.dapoCharts.color(i) },
       hovertemplate: `${t.label}<br>step %{x}: %{y:.4g}<br><i>click: this step's samples</i><extra></extra>` };
   }
   // A click on a point opens the inspector at that step: validation samples for a val/ or val-*/ metric,
@@ -140,7 +139,7 @@
         : lastStep < 0 ? "waiting for the first step" : "no value of this metric yet";
       layout.xaxis = { visible: false }; layout.yaxis = { visible: false };
       layout.annotations = [{ text, showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.45,
-        font: { size: 12, color: "#64748b" } }];
+        font: { size: 12, color: window.dapoCharts.muted() } }];
     }
     const filename = `run-${runId}-${chart.title}`.replace(/[^A-Za-z0-9_.@-]+/g, "_"); // the camera button's PNG
     const config = { ...PLOT_CONFIG, toImageButtonOptions: { format: "png", filename, scale: 2 } };
@@ -223,17 +222,6 @@
 
   // ---- status, tiles, samples -----------------------------------------------------------------
 
-  function fmt(v, digits) {
-    if (v === null || v === undefined) return "–";
-    return Math.abs(v) >= 1000 ? v.toFixed(0) : Number(v).toFixed(digits);
-  }
-  function pct(v) { return v === null || v === undefined ? "–" : `${Math.round(100 * v)}%`; }
-  function duration(s) {
-    if (s === null || s === undefined) return "–";
-    s = Math.max(0, Math.round(s));
-    const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
-    return h ? `${h}h ${m}m` : m ? `${m}m ${sec}s` : `${sec}s`;
-  }
   let shownStatus = `${initial.run.status}/${initial.run.cancel_requested}`;
   function renderRun(state) {
     run = state; runReceivedAt = Date.now();
@@ -348,34 +336,17 @@
     openSample(shownSamples[Number(tr.dataset.index)]);
   });
 
-  // ---- websocket ---------------------------------------------------------------------------------
+  // ---- websocket (live.js: reconnects with backoff and jitter, asks for ?after=<last step>) -------------
 
-  // A dropped connection (daphne or Redis restarting: the server closes the socket) shows "reconnecting…"
-  // and retries after a delay that doubles from 0.5 s to 5 s, jittered so that many open pages do not all
-  // come back at once. The delay resets only when a snapshot arrives: the server accepts a socket before it
-  // checks anything, so an open socket may still be closed at once (Redis still away). Each retry asks for
-  // ?after=<last step>; the snapshot brings what was missed, from the database.
-  const BACKOFF_MIN_MS = 500, BACKOFF_MAX_MS = 5000;
-  let backoff = BACKOFF_MIN_MS, socket = null;
-  function setLive(text, cls) { const el = $("live-indicator"); el.textContent = text; el.dataset.state = cls; }
-  function connect() {
-    const proto = location.protocol === "https:" ? "wss" : "ws";
-    socket = new WebSocket(`${proto}://${location.host}/ws/runs/${runId}/?after=${lastStep}`);
-    socket.onmessage = (e) => onEvent(JSON.parse(e.data));
-    socket.onclose = (e) => {
-      if (e.code === 4001 || e.code === 4004) { setLive("no access", "off"); return; }
-      setLive("reconnecting…", "wait");
-      setTimeout(connect, backoff * (0.75 + Math.random() / 2));
-      backoff = Math.min(backoff * 2, BACKOFF_MAX_MS);
-    };
-  }
+  let socket = null;
   function onEvent(ev) {
     if (ev.type === "step") {
-      window.__dapoReceived[ev.step] = performance.timeOrigin + performance.now();
-      window.__dapoRelayMs[ev.step] = window.__dapoReceived[ev.step] - ev.sent_at * 1000; // publish -> here
+      const arrived = performance.timeOrigin + performance.now();
+      window.dapoLive.record("__dapoReceived", ev.step, arrived); // bench/ws_latency.py (opt-in)
+      window.dapoLive.record("__dapoRelayMs", ev.step, arrived - ev.sent_at * 1000); // publish -> here
       if (ev.step <= lastStep) return renderRun(ev.run); // a replay of a step we have
       if (lastStep >= 0 && ev.step > lastStep + 1) { // we missed steps: ask the server for them
-        socket.send(JSON.stringify({ type: "catchup", after_step: lastStep }));
+        socket.send({ type: "catchup", after_step: lastStep });
         return renderRun(ev.run);
       }
       const metrics = {};
@@ -384,7 +355,6 @@
       lastStep = Math.max(lastStep, ev.step);
       renderRun(ev.run);
     } else if (ev.type === "snapshot" || ev.type === "catchup") {
-      if (ev.type === "snapshot") { backoff = BACKOFF_MIN_MS; setLive("live", "live"); }
       apply(ev.metrics, ev.samples);
       renderRun(ev.run);
     } else if (ev.type === "status") {
@@ -418,7 +388,7 @@
     if (ready) return;
     ready = true;
     performance.mark("dapo-charts-ready");
-    window.__dapoReady = performance.now();
+    window.dapoLive.mark("__dapoReady", performance.now()); // bench/page_load.py (opt-in)
   }
   $("config-text").textContent = JSON.stringify(config, null, 2);
   merge(initial.metrics);
@@ -430,5 +400,5 @@
   renderTiles();
   renderSamples(initial.samples);
   setInterval(tick, 1000);
-  connect();
+  socket = window.dapoLive.connect({ runId, after: () => lastStep, onEvent, indicator: $("live-indicator") });
 })();

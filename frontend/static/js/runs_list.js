@@ -8,9 +8,7 @@
   const groupOf = new Map(); // run id -> {name, url} of its run group
   let shown = [];
 
-  function fmt(v, digits) {
-    return v === null || v === undefined ? "–" : Number(v).toFixed(digits);
-  }
+  const fmt = window.dapoCharts.fixed;
   function sparkline(values) {
     const ns = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(ns, "svg");
