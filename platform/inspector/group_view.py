@@ -8,6 +8,7 @@ characters. Its character offsets in each response mark the spot on the page.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from config.params import INT32_MAX
@@ -47,7 +48,7 @@ def common_prefix(a: Any, b: Any) -> int:
     return lo
 
 
-def first_divergence(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+def first_divergence(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     """Where completions ``a`` and ``b`` (dicts with "response" and optional "tokens") first differ.
 
     {"level": "token" | "char", "index": the first differing token or character (the common prefix's
