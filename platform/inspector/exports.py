@@ -22,7 +22,7 @@ from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from runs.models import Run
+from runs.models import Run, Sample
 
 from inspector.sample_filter import SampleFilter
 
@@ -30,11 +30,17 @@ MAX_ROWS = 100_000
 """Most rows one export holds; a larger selection is refused with a 400 that says how to narrow it."""
 CHUNK_ROWS = 500
 FIELDS = [
-    "run_id", "step", "split", "sample_index", "group", "problem_index", "prompt", "response",
-    "ground_truth", "pred", "score", "acc", "overlong_penalty", "reward", "advantage", "length",
-    "truncated", "kept",
-]  # fmt: skip
-TOKEN_FIELDS = ["tokens", "token_logprobs", "token_entropy", "token_ratio"]
+    "run_id",
+    "step",
+    "split",
+    "sample_index",
+    "group",
+    "problem_index",
+    "prompt",
+    "response",
+    *Sample.SCORING_FIELDS,
+]
+TOKEN_FIELDS = Sample.TOKEN_FIELDS
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 FORMATS = {
     "jsonl": "application/x-ndjson; charset=utf-8",

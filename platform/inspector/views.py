@@ -37,9 +37,15 @@ SAMPLES_PER_PAGE = 50
 PREVIEW_CHARS = 240
 PROMPT_CHARS = 1500
 ROW_FIELDS = [
-    "id", "step", "split", "sample_index", "group", "problem_index", "ground_truth", "pred", "score", "acc",
-    "overlong_penalty", "reward", "advantage", "length", "truncated", "kept", "reward_scores",
-]  # fmt: skip
+    "id",
+    "step",
+    "split",
+    "sample_index",
+    "group",
+    "problem_index",
+    *Sample.SCORING_FIELDS,
+    "reward_scores",
+]
 
 
 # ---- reads ----------------------------------------------------------------------------------------

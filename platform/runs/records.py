@@ -54,11 +54,32 @@ class MetricPoint(models.Model):
 
 class Sample(models.Model):
     SPLITS = [("train", "train"), ("val", "validation")]
+    # The one list of a sample's fields, in the order lists, exports and the API show them.
+    SCORING_FIELDS = [
+        "ground_truth",
+        "pred",
+        "score",
+        "acc",
+        "overlong_penalty",
+        "reward",
+        "advantage",
+        "length",
+        "truncated",
+        "kept",
+    ]
+    """What the reward and the advantage made of the response (the inspector's list columns)."""
+    TOKEN_FIELDS = ["tokens", "token_logprobs", "token_entropy", "token_ratio"]
+    """Per-token arrays: loaded only for the one sample shown in full, and in exports that ask."""
     UPDATABLE = [
-        "group", "problem_index", "prompt", "response", "ground_truth", "pred", "score", "acc",
-        "overlong_penalty", "reward", "advantage", "length", "truncated", "kept",
-        "tokens", "token_logprobs", "token_entropy", "token_ratio", "reward_scores",
-    ]  # fmt: skip
+        "group",
+        "problem_index",
+        "prompt",
+        "response",
+        *SCORING_FIELDS,
+        *TOKEN_FIELDS,
+        "reward_scores",
+    ]
+    """What a re-reported step overwrites (the key is run, step, split, sample_index)."""
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="samples")
     step = models.IntegerField()

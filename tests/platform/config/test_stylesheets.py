@@ -1,0 +1,42 @@
+"""The stylesheets: app.css holds what every page shares, each page links its own file after it, and every
+file keeps one declaration a line (so a diff shows which property changed)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+FRONTEND = Path(__file__).resolve().parents[3] / "frontend"
+CSS = FRONTEND / "static" / "css"
+PAGE_STYLES = {
+    "runs/detail.html": "run.css",
+    "runs/new.html": "new.css",
+    "compare/compare.html": "compare.css",
+    "inspector/samples.html": "inspector.css",
+    "inspector/sample.html": "inspector.css",
+    "inspector/problem.html": "inspector.css",
+    "catalog/list.html": "datasets.css",
+    "catalog/detail.html": "datasets.css",
+}
+
+
+@pytest.mark.parametrize(("template", "sheet"), sorted(PAGE_STYLES.items()))
+def test_each_page_links_its_stylesheet_after_app_css(template, sheet):
+    html = (FRONTEND / "templates" / template).read_text()
+    assert f"{{% static 'css/{sheet}' %}}" in html
+    base = (FRONTEND / "templates" / "base.html").read_text()
+    assert base.index("css/app.css") < base.index("{% block head %}")  # the page's file comes after
+
+
+def test_every_stylesheet_is_linked_by_some_page():
+    linked = {"app.css", *PAGE_STYLES.values()}
+    assert {p.name for p in CSS.glob("*.css")} == linked
+
+
+@pytest.mark.parametrize("sheet", sorted(p.name for p in CSS.glob("*.css")))
+def test_one_declaration_a_line(sheet):
+    text = re.sub(r"/\*.*?\*/", "", (CSS / sheet).read_text(), flags=re.S)
+    crowded = [line for line in text.splitlines() if line.count(";") > 1 or ("{" in line and ";" in line)]
+    assert not crowded, crowded[:3]
