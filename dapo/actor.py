@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from dapo.config import RunConfig
+from dapo.distributions import ratio_sketch
 from dapo.loss import masked_mean, policy_loss
 from dapo.microbatch import PaddingCount, plan_micro_batches, split_to_count
 from dapo.modeling import eos_token_ids, load_policy, pack, resolve_device, response_logprobs
@@ -176,7 +177,8 @@ class PolicyActor:
 
         Returns (metrics averaged over optimiser steps, {row: per-token ratio at its first update},
         {row: per-token entropy at its first update} for every row when ``batch.old_is_current``, else
-        empty), with ``perf/padding_frac``: the padded share of the token slots of every micro-batch run.
+        empty), with ``perf/padding_frac``: the padded share of the token slots of every micro-batch run,
+        and the sketch of the first epoch's per-token ratios (``dapo.distributions.ratio_sketch``).
         ``actor/pg_loss`` is the SUM of the mini-batch losses over the update's optimiser steps (verl's
         meaning); ``actor/pg_loss_mean`` their mean (docs/metrics.md).
         """
@@ -186,10 +188,12 @@ class PolicyActor:
         ratios: dict[int, list[float]] = {}
         entropies: RowValues = {}
         padding = PaddingCount()
-        for _ in range(self.config.optim.epochs):
+        first_ratios: list[torch.Tensor] = []  # every trained token's ratio at its first update
+        for epoch in range(self.config.optim.epochs):
             for mb in sorted(set(batch.minibatch)):
                 rows = [i for i, m in enumerate(batch.minibatch) if m == mb]
-                metrics = self._minibatch_step(batch, mb, rows, (ratios, entropies), padding)
+                collect = first_ratios if epoch == 0 else None
+                metrics = self._minibatch_step(batch, mb, rows, (ratios, entropies), padding, collect)
                 for k, v in metrics.items():
                     sums[k] += v
                     counts[k] += 1
@@ -197,7 +201,8 @@ class PolicyActor:
         if "actor/pg_loss" in sums:
             out["actor/pg_loss_mean"] = out["actor/pg_loss"]
             out["actor/pg_loss"] = sums["actor/pg_loss"]
-        return {**out, "perf/padding_frac": padding.fraction}, ratios, entropies
+        sketch = ratio_sketch(torch.cat(first_ratios).numpy()) if first_ratios else {}
+        return {**out, "perf/padding_frac": padding.fraction, **sketch}, ratios, entropies
 
     def _minibatch_step(
         self,
@@ -206,6 +211,7 @@ class PolicyActor:
         rows: list[int],
         token_data: tuple[RowValues, RowValues],
         padding: PaddingCount,
+        first_ratios: list[torch.Tensor] | None = None,
     ) -> dict[str, float]:
         a = self.config.algorithm
         self.optimizer.zero_grad(set_to_none=True)
@@ -249,6 +255,9 @@ class PolicyActor:
             for k, v in m.items():
                 metrics[k] += v if k == "actor/pg_loss" else v * share
             self._record_rows(batch, idx, logp.detach(), old, entropy, token_data)
+            if first_ratios is not None:  # the tokens the loss sees, for the step's ratio distribution
+                log_ratio = torch.clamp(logp.detach() - old, -20, 20)[mask > 0]
+                first_ratios.append(torch.exp(log_ratio.double()).cpu())
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
         if math.isfinite(float(grad_norm)):
             self.optimizer.step()

@@ -7,6 +7,7 @@ A backend offers the operations the trainer's loop needs; the loop is the same f
     compute_logprobs(prompts, responses)              old-policy log-probs and entropies
     update(batch) -> (metrics, ratios, entropies); after_update()    learners, then engines
     set_lr, state_dict / load_state_dict, save_pretrained, memory_stats, close
+    hardware_samples() -> samples the workers took since the last call (dapo.hardware; none in-process)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 from dapo.actor import PolicyActor, UpdateBatch, UpdateResult
 from dapo.batching import score_locally
 from dapo.config import DataConfig, RunConfig
+from dapo.report import HardwareSample
 from dapo.rollout.base import Completion, SamplingParams
 
 
@@ -37,6 +39,7 @@ class Backend(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
     def save_pretrained(self, path: str | Path) -> None: ...
     def memory_stats(self) -> dict[str, float]: ...
+    def hardware_samples(self) -> list[HardwareSample]: ...
     def close(self) -> None: ...
 
 
@@ -78,6 +81,9 @@ class LocalBackend:
 
     def memory_stats(self) -> dict[str, float]:
         return self.actor.memory_stats()
+
+    def hardware_samples(self) -> list[HardwareSample]:
+        return []  # one process: the trainer's own monitor samples it
 
     def close(self) -> None:
         self.actor.engine.close()

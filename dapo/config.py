@@ -391,9 +391,12 @@ class LoggingConfig:
     """Training samples of each step handed to the sinks (-1: all)."""
     token_data_samples_per_step: int = 8
     """Samples per step that keep per-token data (tokens, log-probs, entropy, ratio) for the token view."""
+    hardware_interval_s: float = 5.0
+    """Seconds between hardware samples (CPU, memory, GPU) of each process of the run (0: none)."""
 
     def __post_init__(self) -> None:
         c = _Checks()
+        c.require(0 <= self.hardware_interval_s <= 3600, "hardware_interval_s", "must be 0 (off) to 3600")
         c.require(-1 <= self.samples_per_step <= MAX_INT, "samples_per_step", "must be -1 (all) or >= 0")
         c.require(
             0 <= self.token_data_samples_per_step <= MAX_INT, "token_data_samples_per_step", "must be >= 0"

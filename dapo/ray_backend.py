@@ -55,6 +55,8 @@ REWARD_CHUNK = 256
 RESTART_TIMEOUT_S = 300.0
 """How long Ray may take to restart a dead rollout worker before the controller replaces it."""
 LIVENESS_TIMEOUT_S = 30.0
+HARDWARE_QUEUE_SIZE = 10_000
+"""Hardware samples the actors may queue before the controller drains them (the newest are dropped)."""
 """How long a learner may take to answer a ping after a failed collective call before it counts as lost."""
 
 
@@ -85,10 +87,15 @@ class RayBackend:
         self._groups: dict[str, Any] = {}
         self.learners: list[Any] = []
         self.rollouts: list[Any] = []
+        self._hardware: Any = None  # a Ray queue of the actors' hardware samples
         self.connection = connect()
         self._recoverable = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, WorkerNotReady)
         try:
             self._score_task = ray.remote(num_cpus=0)(score_chunk)
+            if self.config.logging.hardware_interval_s > 0:
+                from ray.util.queue import Queue
+
+                self._hardware = Queue(maxsize=HARDWARE_QUEUE_SIZE, actor_options={"num_cpus": 0})
             self.learners = self._start_learners()
             if not self.config.execution.colocate:
                 self.rollouts = [
@@ -192,6 +199,16 @@ class RayBackend:
             self._memory = {k: max(s.get(k, 0.0) for s in stats) for k in stats[0]}
         return dict(self._memory)
 
+    def hardware_samples(self) -> list[Any]:
+        """The actors' hardware samples since the last call (dapo.hardware), drained from their queue."""
+        if self._hardware is None:
+            return []
+        try:
+            return list(self._hardware.get_nowait_batch(self._hardware.qsize()))
+        except Exception as e:  # the queue's actor is gone (closing, or its node died): no samples
+            log.debug("no hardware samples: %s", e)
+            return []
+
     def close(self) -> None:
         """Kill the workers, free their placement groups, and leave Ray as connect() found it."""
         if self._ray.is_initialized():
@@ -199,6 +216,9 @@ class RayBackend:
                 self._ray.kill(actor, no_restart=True)
             for group in self._groups.values():
                 release(group)
+            if self._hardware is not None:
+                self._hardware.shutdown()
+        self._hardware = None
         self.learners, self.rollouts, self._groups = [], [], {}
         self.connection.close()
 
@@ -249,6 +269,7 @@ class RayBackend:
             generates = self.config.execution.colocate
             self._get_all([a.setup.remote(rank, n, master, True, generates) for rank, a in enumerate(actors)])
             self._load_newest_state(actors)
+            self._start_hardware([(a, f"learner {rank}") for rank, a in enumerate(actors)])
         except BaseException:
             for actor in actors:
                 self._ray.kill(actor, no_restart=True)
@@ -265,13 +286,18 @@ class RayBackend:
         if "rollout" not in self._groups:
             self._reserve("rollout", self.config.execution.num_rollout_workers)
         actor = self._spawn("rollout", index, max_restarts=-1)
-        self._setup_rollout(actor)
+        self._setup_rollout(actor, index)
         return actor
 
-    def _setup_rollout(self, actor: Any) -> None:
+    def _setup_rollout(self, actor: Any, index: int) -> None:
         self._ray.get(actor.setup.remote(0, 1, None, False))
         if self._weights is not None:
             self._ray.get(actor.load_weights.remote(self._weights))
+        self._start_hardware([(actor, f"rollout {index}")])
+
+    def _start_hardware(self, actors: list[tuple[Any, str]]) -> None:
+        if self._hardware is not None:
+            self._get_all([a.start_hardware.remote(self._hardware, name) for a, name in actors])
 
     def _rebuild_learners(self) -> None:
         """Tear the learner group down and build it again from the newest state."""
@@ -288,7 +314,7 @@ class RayBackend:
                 self._ray.kill(actor, no_restart=True)
                 self.rollouts[i] = actor = self._spawn("rollout", i, max_restarts=-1)
             if not ready:
-                self._setup_rollout(actor)
+                self._setup_rollout(actor, i)
 
     def _ready_after_restart(self, actor: Any) -> bool | None:
         """Whether the actor holds a policy, once Ray has finished restarting it; None if it is gone."""

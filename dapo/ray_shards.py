@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dapo.actor import UpdateBatch
+from dapo.distributions import SKETCH, merge_sketches
 
 SEED_STRIDE = 104_729
 """A prime: shard seeds of one call never collide with the trainer's seeds of other steps or rounds."""
@@ -97,16 +98,20 @@ def merge_updates(results: Sequence[tuple[Any, ...]], rows: list[list[int]]) -> 
 
     Each learner's metrics are its micro-batches' shares of the global mini-batch mean (losses divided by
     the global counts, token metrics weighted by their share of the global tokens), so they add up;
-    grad norm and lr are the same on every learner. Per-row values are keyed back to global rows; those of
+    grad norm and lr are the same on every learner; the ratio sketches are pooled (``merge_sketches``).
+    Per-row values are keyed back to global rows; those of
     padding rows (-1) are dropped.
     """
     metrics: dict[str, float] = {}
     for key in results[0][0]:
+        if key.startswith(SKETCH):
+            continue
         values = [r[0].get(key, 0.0) for r in results]
         if key in REPLICATED_METRICS:
             metrics[key] = values[0]
         else:
             metrics[key] = sum(values) / (len(values) if key in AVERAGED_METRICS else 1)
+    metrics.update(merge_sketches([{k: v for k, v in r[0].items() if k.startswith(SKETCH)} for r in results]))
     merged: list[dict[int, list[float]]] = [{} for _ in results[0][1:]]
     for result, shard_rows in zip(results, rows, strict=True):
         for into, part in zip(merged, result[1:], strict=True):

@@ -37,6 +37,23 @@ class PolicyWorker:
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.policy: PolicyActor | None = None
+        self.monitor: Any = None
+
+    def start_hardware(self, queue: Any, worker: str) -> None:
+        """Sample this actor's process every ``logging.hardware_interval_s`` onto ``queue`` (a Ray queue the
+        controller drains; when it is full, samples are dropped). Restarting replaces the monitor."""
+        from dapo.hardware import HardwareMonitor
+
+        def put(samples: list) -> None:
+            for sample in samples:
+                try:
+                    queue.put_nowait(sample)
+                except Exception:  # full, or the controller is closing: the sample is dropped
+                    return
+
+        if self.monitor is not None:
+            self.monitor.stop()
+        self.monitor = HardwareMonitor(self.config.logging.hardware_interval_s, put, worker=worker).start()
 
     def ready(self) -> bool:
         return self.policy is not None

@@ -2,8 +2,9 @@
 
 The trainer (on one process or on Ray) calls a list of sinks: ``on_start`` once, ``on_step`` after each
 rollout step (and with step 0 for the validation before training), ``on_checkpoint`` after each save,
-``on_finish`` at the end; it polls ``should_stop`` at step boundaries (cancellation). The platform's sink
-writes reports to the database and the browser; dapo/ ships a JSONL sink and a console sink (dapo.sinks).
+``on_hardware`` every few seconds (from a thread), ``on_finish`` at the end; it polls ``should_stop`` at
+step boundaries (cancellation). The platform's sink writes reports to the database and the browser; dapo/
+ships a JSONL sink and a console sink (dapo.sinks).
 Reports are plain dataclasses of Python scalars and lists: JSON-serialisable, picklable, torch-free.
 """
 
@@ -78,6 +79,23 @@ class StepReport:
     """Unix time at the end of the step."""
     elapsed_s: float = 0.0
     """Seconds since the run (or its resumption) started."""
+    distributions: dict[str, list[float]] = field(default_factory=dict)
+    """Quantity (reward, length, advantage, entropy, ratio) to its quantiles at the levels
+    ``dapo.distributions.LEVELS`` (0, 5, ..., 100 percent) over the step's values."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class HardwareSample:
+    """One process's resource use at one moment (dapo.hardware lists the ``values``)."""
+
+    time: float
+    """Unix time."""
+    worker: str
+    """Which process: "controller", "learner 0", "rollout 1", ..."""
+    values: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -109,6 +127,11 @@ class Sink:
         pass
 
     def on_finish(self, status: Status, error: str | None = None) -> None:
+        pass
+
+    def on_hardware(self, samples: list[HardwareSample]) -> None:
+        """Every ``logging.hardware_interval_s``: the run's processes' resource use. Called from the
+        hardware monitor's thread, concurrently with the other methods."""
         pass
 
     def should_stop(self) -> bool:

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from dapo.report import RunInfo, Sink, Status, StepReport
+from dapo.distributions import LEVELS
+from dapo.report import HardwareSample, RunInfo, Sink, Status, StepReport
 
 KEY_METRICS = ("critic/score/mean", "train/acc/mean", "actor/entropy", "response_length/mean")
 
@@ -24,13 +25,16 @@ def headline_validation(metrics: dict[str, float]) -> dict[str, float]:
 
 
 class JsonlSink(Sink):
-    """Appends to ``metrics.jsonl`` (one line per step), ``samples.jsonl`` and ``events.jsonl``.
+    """Appends to ``metrics.jsonl`` (one line per step), ``samples.jsonl``, ``distributions.jsonl`` (a
+    step's quantiles, ``{"step", "levels", "quantiles": {name: [...]}}``), ``hardware.jsonl`` (one sample a
+    line) and ``events.jsonl``.
 
     On a resume, lines of steps at or after the resumed step are dropped first, so the files hold each
     step once, like the curves of an uninterrupted run.
     """
 
-    FILES = ("metrics.jsonl", "samples.jsonl", "events.jsonl")
+    FILES = ("metrics.jsonl", "samples.jsonl", "distributions.jsonl", "events.jsonl")
+    """Files keyed by step (a resume drops the lines of steps it recomputes); hardware.jsonl is by time."""
 
     def __init__(self, run_dir: str | Path) -> None:
         self.dir = Path(run_dir)
@@ -46,10 +50,17 @@ class JsonlSink(Sink):
 
     def on_step(self, report: StepReport) -> None:
         self._append("metrics.jsonl", {"step": report.step, "wall_time": report.wall_time, **report.metrics})
+        if report.distributions:
+            row = {"step": report.step, "levels": list(LEVELS), "quantiles": report.distributions}
+            self._append("distributions.jsonl", row)
         lines = [s.to_dict() for s in report.samples + report.val_samples]
         if lines:
             with open(self.dir / "samples.jsonl", "a", encoding="utf-8") as f:
                 f.writelines(json.dumps(x) + "\n" for x in lines)
+
+    def on_hardware(self, samples: list[HardwareSample]) -> None:
+        with open(self.dir / "hardware.jsonl", "a", encoding="utf-8") as f:
+            f.writelines(json.dumps(s.to_dict()) + "\n" for s in samples)
 
     def on_checkpoint(self, step: int, path: str) -> None:
         self._append("events.jsonl", {"event": "checkpoint", "step": step, "path": path})

@@ -30,6 +30,8 @@ from dapo.backends import Backend, make_backend
 from dapo.batching import Rollout, build_update_batch, make_rollouts, old_policy_is_current, step_metrics
 from dapo.config import RunConfig
 from dapo.data import encode_prompts, load_problems
+from dapo.distributions import pop_ratio_sketch, step_distributions
+from dapo.hardware import HardwareMonitor
 from dapo.report import RunInfo, RunResult, SampleRecord, Sink, Status, StepReport
 from dapo.rollout.base import SamplingParams
 from dapo.sampling import GroupBatchFiller, keep_groups
@@ -91,9 +93,13 @@ class Trainer:
         status: Status = "succeeded"
         error: str | None = None
         metrics: dict[str, float] = {}
+        monitor: HardwareMonitor | None = None
         try:
             self._setup()
             c = self.config
+            collect = getattr(self.backend, "hardware_samples", None)  # Ray: the actors' samples
+            emit = lambda samples: self._emit("on_hardware", samples)  # noqa: E731
+            monitor = HardwareMonitor(c.logging.hardware_interval_s, emit, collect=collect).start()
             self._emit(
                 "on_start",
                 RunInfo(
@@ -117,6 +123,8 @@ class Trainer:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
             log.error("run failed at step %d:\n%s", self.step + 1, traceback.format_exc())
         finally:
+            if monitor is not None:
+                monitor.stop()
             if self._backend is None and hasattr(self, "backend"):
                 self.backend.close()
         self._emit("on_finish", status, error)
@@ -141,6 +149,7 @@ class Trainer:
                 )
                 actor_metrics, ratios, entropies = self.backend.update(update) if batch else ({}, {}, {})
                 self.backend.after_update()
+            ratio_quantiles = pop_ratio_sketch(actor_metrics)
             for row, ratio in ratios.items():
                 batch[row].token_ratio = ratio
             for row, entropy in entropies.items():  # the old policy's, when its forward was skipped
@@ -157,7 +166,7 @@ class Trainer:
                     self._save()
         metrics.update(timer.metrics(prefix="timing_s/"))
         metrics.update(self._timing(timer, batch))
-        self._report(metrics, rollouts, val_samples)
+        self._report(metrics, rollouts, val_samples, step_distributions(rollouts, batch, ratio_quantiles))
         return metrics
 
     # ---- phases -------------------------------------------------------------------------------
@@ -270,7 +279,9 @@ class Trainer:
         )
         self._emit("on_checkpoint", self.step, str(path))
 
-    def _report(self, metrics: dict[str, float], rollouts: list[Rollout], val_samples: list) -> None:
+    def _report(
+        self, metrics: dict[str, float], rollouts: list[Rollout], val_samples: list, distributions: dict
+    ) -> None:
         limit = self.config.logging.samples_per_step
         shown = rollouts if limit < 0 else rollouts[:limit]
         samples = [r.record(self.tokenizer) for r in shown]
@@ -283,6 +294,7 @@ class Trainer:
                 val_samples=val_samples,
                 wall_time=time.time(),
                 elapsed_s=time.time() - self.t0,
+                distributions=distributions,
             ),
         )
 

@@ -166,8 +166,10 @@ class Supervisor:
         """Daphne on DAPO_HOST:DAPO_PORT; returns the URL to open."""
         host, port = self.env.get("DAPO_HOST", "127.0.0.1"), self.web_port()
         daphne = [str(VENV_BIN / "daphne"), "-b", host, "-p", str(port), "config.asgi:application"]
+        url = f"http://{'127.0.0.1' if host in {'0.0.0.0', '::'} else host}:{port}"
+        self.env.setdefault("DAPO_SITE_URL", url)  # notifications link to run pages here (web and worker)
         self.stack.start("web", daphne, self.env, cwd=ROOT, grace_s=10)
-        return f"http://{'127.0.0.1' if host in {'0.0.0.0', '::'} else host}:{port}"
+        return url
 
     def web_port(self) -> int:
         port = int(self.env.get("DAPO_PORT", "8000"))

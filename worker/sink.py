@@ -18,9 +18,10 @@ from typing import TypeVar
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
-from runs.events import Publisher, status_event, step_event
-from runs.models import LeaseLost, Run
+from runs.events import Publisher, hardware_event, status_event, step_event
+from runs.models import HardwareSample, LeaseLost, Run
 
+from dapo.report import HardwareSample as HardwareRecord
 from dapo.report import RunInfo, Sink, Status, StepReport
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,26 @@ class PlatformSink(Sink):
         if not with_db_retry(lambda: self.run.renew_lease(self.worker_id), "renewing the lease"):
             self.lease_lost = True
         samples = report.samples or report.val_samples
-        PUBLISHER.publish(self.run.pk, step_event(self.run, report.step, report.metrics, samples))
+        event = step_event(self.run, report.step, report.metrics, samples, report.distributions)
+        PUBLISHER.publish(self.run.pk, event)
+
+    def on_hardware(self, samples: list[HardwareRecord]) -> None:
+        """From the hardware monitor's thread: the samples, written while this worker holds the lease (one
+        try: a sample lost to a database hiccup is not worth holding the monitor), then published. The
+        thread's database connection is closed after each write."""
+        if self.lease_lost or not samples:
+            return
+        rows = [HardwareSample.from_record(self.run.pk, s) for s in samples]
+        try:
+            if not Run.objects.filter(pk=self.run.pk, lease_owner=self.worker_id).exists():
+                return
+            HardwareSample.objects.bulk_create(rows)
+        except DB_ERRORS as e:
+            log.warning("run %s: %d hardware samples not written: %s", self.run.pk, len(rows), e)
+            return
+        finally:
+            drop_connection()
+        PUBLISHER.publish(self.run.pk, hardware_event(rows))
 
     def on_checkpoint(self, step: int, path: str) -> None:
         self._pending = (step, path)

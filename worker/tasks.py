@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from catalog.paths import PathError, check_data_path, check_model_path
 from celery import Task
@@ -28,14 +28,16 @@ from config.celery import app
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
+from runs.events import status_event
 from runs.models import Kind, Run, Status
+from runs.notifications import deliver_due, detect_stalls
 from runs.run_log import log_path
 
 from dapo import checkpoint as ckpt
 from dapo.config import RunConfig
 from worker.export import export_model  # noqa: F401  (registers the "Export model" task)
 from worker.run_log import capture
-from worker.sink import DB_ERRORS, PlatformSink, drop_connection, with_db_retry
+from worker.sink import DB_ERRORS, PUBLISHER, PlatformSink, drop_connection, with_db_retry
 
 log = logging.getLogger(__name__)
 
@@ -230,9 +232,9 @@ class Reaper:
     def __init__(self, interval_s: float) -> None:
         self.interval_s = interval_s
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="reaper", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=type(self).__name__.lower(), daemon=True)
 
-    def start(self) -> Reaper:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -262,21 +264,58 @@ def reap() -> list[int]:
     return requeued
 
 
+class Notifier(Reaper):
+    """Every ``DAPO_NOTIFY_INTERVAL_S``: mark stalled runs and send due notifications (``notify``). A
+    thread of the worker's main process, like the reaper and for the same reason."""
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.interval_s):
+            notify()
+
+
+def notify(now: Any = None) -> list[int]:
+    """One pass of the notifier: runs newly marked stalled (their pages hear it at once), then every due
+    notification sent. Errors are logged; the next pass tries again. Returns the runs marked stalled."""
+    stalled: list[int] = []
+    try:
+        stalled = detect_stalls(now)
+        for run_id in stalled:
+            log.warning("run %s: no new step for its owner's stall_minutes; marked stalled", run_id)
+            run = Run.objects.filter(pk=run_id).first()
+            if run is not None:
+                PUBLISHER.publish(run_id, status_event(run))
+        deliver_due(now)
+    except DB_ERRORS as e:
+        log.warning("notifier: database unavailable (%s); trying again in the next pass", e)
+    except Exception:
+        log.exception("notifier: pass failed")
+    finally:
+        drop_connection()
+    return stalled
+
+
 REAPER: Reaper | None = None
+NOTIFIER: Notifier | None = None
 
 
 @worker_ready.connect
 def recover_orphans(**_: Any) -> None:
-    """At worker start: queue again the runs whose controller died, then reap every interval."""
-    global REAPER
+    """At worker start: queue again the runs whose controller died, then reap every interval; and start
+    the notifier."""
+    global REAPER, NOTIFIER
     reap()
     if REAPER is None:
         REAPER = Reaper(settings.DAPO_REAPER_INTERVAL_S).start()
+    if NOTIFIER is None:
+        NOTIFIER = Notifier(settings.DAPO_NOTIFY_INTERVAL_S).start()
 
 
 @worker_shutdown.connect
 def stop_reaper(**_: Any) -> None:
-    global REAPER
+    global REAPER, NOTIFIER
     if REAPER is not None:
         REAPER.stop()
         REAPER = None
+    if NOTIFIER is not None:
+        NOTIFIER.stop()
+        NOTIFIER = None

@@ -50,7 +50,7 @@ def launch_ladder(request: HttpRequest) -> HttpResponse:
         "base_model": BaseModel.objects.filter(pk=int_or_none(request.POST.get("base_model")) or 0).first(),
         "dataset": Dataset.objects.filter(pk=int_or_none(request.POST.get("dataset")) or 0).first(),
     }
-    group = _free_group(request.user, name)
+    group = free_group(request.user, name)
     with transaction.atomic():
         for rung, config in rungs:
             Run.create_queued(owner=request.user, name=f"{name}{LADDER_SEP}{rung}", config=config,
@@ -72,8 +72,9 @@ def _rungs(base: RunConfig, name: str) -> tuple[list[tuple[str, RunConfig]], dic
     return rungs, {}
 
 
-def _free_group(user: Any, name: str) -> str:
-    """``name``, or ``name (2)``, ``name (3)``...: a ladder never joins an older group of the same name."""
+def free_group(user: Any, name: str) -> str:
+    """``name``, or ``name (2)``, ``name (3)``...: a ladder (or a sweep, runs.sweep_views) never joins an
+    older group of the same name."""
     taken = set(Run.objects.filter(owner=user, group__startswith=name).values_list("group", flat=True))
     group, k = name, 1
     while group in taken:

@@ -91,6 +91,30 @@ DAPO_DB_RETRY_S = env_int("DAPO_DB_RETRY_S", 60)
 the database is unavailable, with backoff, before the error counts."""
 RAY_ADDRESS = os.environ.get("RAY_ADDRESS", "")
 
+# ---- notifications (runs.notifications) -----------------------------------------------------------------
+
+DAPO_SITE_URL = env_str(
+    "DAPO_SITE_URL", f"http://{env_str('DAPO_HOST', '127.0.0.1')}:{env_str('DAPO_PORT', '8000')}"
+)
+"""The site's address as users open it: notifications link to a run's page under it."""
+DAPO_WEBHOOK_URLS = [u for u in env_str("DAPO_WEBHOOK_URLS", "").replace(",", " ").split() if u]
+"""URL prefixes (whitespace- or comma-separated) a user's notification webhook must lie under."""
+DAPO_NOTIFY_INTERVAL_S = env_int("DAPO_NOTIFY_INTERVAL_S", 5)
+"""Each worker's notifier sends due notifications and looks for stalled runs this often."""
+if DAPO_NOTIFY_INTERVAL_S < 1:
+    raise ImproperlyConfigured(f"DAPO_NOTIFY_INTERVAL_S must be at least 1, got {DAPO_NOTIFY_INTERVAL_S}")
+EMAIL_BACKEND = env_str("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("DJANGO_EMAIL_HOST", "")
+EMAIL_PORT = env_int("DJANGO_EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("DJANGO_EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("DJANGO_EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("DJANGO_EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("DJANGO_EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_int("DJANGO_EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = env_str("DJANGO_DEFAULT_FROM_EMAIL", "dapo@localhost")
+DAPO_EMAIL_NOTIFICATIONS = bool(EMAIL_HOST) or "DJANGO_EMAIL_BACKEND" in os.environ
+"""E-mail is offered only when an administrator configured a mail server (or another backend)."""
+
 HAS_SPECTACULAR = importlib.util.find_spec("drf_spectacular") is not None
 
 INSTALLED_APPS = [

@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 from django.views.generic import RedirectView
-from runs import account
+from runs import account, notify_views
 
 from config import params  # noqa: F401  registers the <id:...> path converter before the apps' URLs load
 
@@ -11,12 +11,14 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/runs/", permanent=False)),
     path("accounts/", include("django.contrib.auth.urls")),
     path("accounts/token/", account.api_token, name="api-token"),
+    path("accounts/notifications/", notify_views.notification_settings, name="notification-settings"),
     path("admin/", admin.site.urls),
     path("runs/", include("runs.urls")),
     path("runs/", include("inspector.urls")),  # /runs/<id>/samples/, /runs/<id>/problems/<index>/
     path("runs/", include("compare.urls")),  # /runs/compare/, /runs/new/ladder/, /runs/<id>/metrics.csv
     path("datasets/", include("catalog.urls")),
     path("api/", include("runs.api_urls")),
+    path("api/", include("compare.api_urls")),  # /api/sweeps/
 ]
 
 if settings.HAS_SPECTACULAR:

@@ -6,12 +6,17 @@ GET  /api/runs/<id>/                 one run with its config
 POST /api/runs/<id>/cancel/          cancel (queued: at once; running: at the next step boundary)
 POST /api/runs/<id>/resume/          resume a failed or cancelled run from its last checkpoint
 GET  /api/runs/<id>/metrics/         ?names=a,b&min_step=&max_step=&max_points=
+GET  /api/runs/<id>/distributions/   ?min_step=&max_points=: per-step quantiles (reward, length, advantage,
+                                     entropy, ratio) at 0, 5, ..., 100 percent
+GET  /api/runs/<id>/hardware/        ?max_per_worker=: CPU, memory and GPU samples of the run's processes
 GET  /api/runs/<id>/samples/         ?step=&split=&acc=&kept=&truncated=&q=&page=&page_size=
 POST /api/runs/<id>/export/          {"step"?: N, "name"?: "..."}: a checkpoint into the model catalog (202)
 GET  /api/runs/<id>/export/          the run's exports and their state (queued, running, done, failed)
 GET  /api/runs/<id>/log/             ?offset=|tail=: the run's log in chunks of whole lines (runs.log_views)
 POST /api/evaluations/               {"name", "base_model" | "checkpoint", "datasets", "n"?}: an evaluation
                                      run, no training (runs.evaluations)
+POST /api/sweeps/                    a run's body plus {"sweep": {...}, "dry_run"?}: a grid or random sweep
+                                     queued as one run group (compare.sweep_views)
 
 The same reference as a page: /api/docs/ (runs.api_docs); as OpenAPI: /api/schema/.
 """
@@ -35,7 +40,8 @@ from runs.configuring import build_config, shown, validate_name
 from runs.events import publish, status_event
 from runs.model_exports import ModelExport, request_export, steps_on_disk
 from runs.models import Run, Sample, Status
-from runs.series import list_row, metric_series
+from runs.records import DISTRIBUTION_LEVELS
+from runs.series import HARDWARE_MAX_SAMPLES, distribution_series, hardware_series, list_row, metric_series
 from runs.starts import resume_step
 
 try:
@@ -220,6 +226,50 @@ class RunMetrics(APIView):
             max_points=max_points,
         )
         return Response({"run": run.pk, "metrics": series})
+
+
+class DistributionsSerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    levels = serializers.ListField(child=serializers.IntegerField(), help_text="Percent levels.")
+    distributions = serializers.DictField(help_text='{name: {"steps": [...], "quantiles": [[...], ...]}}')
+
+
+class RunDistributions(APIView):
+    serializer_class = DistributionsSerializer
+
+    @extend_schema(
+        parameters=query_params(
+            min_step=(int, "First step (inclusive)."),
+            max_points=(int, "At most this many steps per quantity, evenly spaced, the last kept."),
+        )
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = run_for(request, run_id)
+        series = distribution_series(
+            run,
+            min_step=query_int(request, "min_step"),
+            max_points=query_int(request, "max_points", minimum=2),
+        )
+        return Response({"run": run.pk, "levels": list(DISTRIBUTION_LEVELS), "distributions": series})
+
+
+class HardwareSerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    samples = serializers.ListField(
+        child=serializers.DictField(), help_text='[{"time": unix s, "worker": "learner 0", "values": {...}}]'
+    )
+
+
+class RunHardware(APIView):
+    serializer_class = HardwareSerializer
+
+    @extend_schema(
+        parameters=query_params(max_per_worker=(int, "Thin each worker's samples to about this many."))
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = run_for(request, run_id)
+        limit = query_int(request, "max_per_worker", minimum=1) or HARDWARE_MAX_SAMPLES
+        return Response({"run": run.pk, "samples": hardware_series(run, limit)})
 
 
 @extend_schema(

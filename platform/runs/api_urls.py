@@ -12,6 +12,14 @@ urlpatterns = [
     path("runs/<id:run_id>/cancel/", login_not_required(api.RunCancel.as_view()), name="api-run-cancel"),
     path("runs/<id:run_id>/resume/", login_not_required(api.RunResume.as_view()), name="api-run-resume"),
     path("runs/<id:run_id>/metrics/", login_not_required(api.RunMetrics.as_view()), name="api-run-metrics"),
+    path(
+        "runs/<id:run_id>/distributions/",
+        login_not_required(api.RunDistributions.as_view()),
+        name="api-run-distributions",
+    ),
+    path(
+        "runs/<id:run_id>/hardware/", login_not_required(api.RunHardware.as_view()), name="api-run-hardware"
+    ),
     path("runs/<id:run_id>/samples/", login_not_required(api.RunSamples.as_view()), name="api-run-samples"),
     path("runs/<id:run_id>/export/", login_not_required(api.RunExport.as_view()), name="api-run-export"),
     path("runs/<id:run_id>/log/", login_not_required(log_views.RunLog.as_view()), name="api-run-log"),

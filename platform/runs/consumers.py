@@ -142,7 +142,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(message["event"])
 
     async def _send_snapshot(self, kind: str, after: int | None) -> None:
-        data = await database_sync_to_async(snapshot)(self.run, after)
+        # a catch-up fills a gap of steps; hardware samples come whole with each (re)connection's snapshot
+        data = await database_sync_to_async(snapshot)(self.run, after, hardware=kind == "snapshot")
         await self.send_json({"type": kind, **data})
 
 

@@ -3,8 +3,11 @@
 Event shapes (the JSON a websocket client receives):
     {"type": "snapshot" | "catchup", "run": {...}, "metrics": {name: {"steps": [], "values": []}},
      "samples": [...], "after_step": int | null}
-    {"type": "step", "run": {...}, "step": int, "metrics": {name: value}, "samples": [...], "sent_at": float}
+    {"type": "step", "run": {...}, "step": int, "metrics": {name: value}, "samples": [...], "sent_at": float,
+     "distributions": {name: [quantiles at 0, 5, ..., 100 percent]}}
+    (snapshots also carry "distributions": {name: {"steps": [], "quantiles": [[...], ...]}})
     {"type": "status", "run": {...}}
+    {"type": "hardware", "samples": [{"time": float, "worker": str, "values": {name: number}}, ...]}
 The database is the source of truth: a failed publish (Redis restarting) is logged, never raised, and
 clients catch up from the database when they reconnect.
 """
@@ -21,6 +24,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from runs.models import Run, Sample, clean_metrics
+from runs.records import clean_quantiles
 from runs.series import LIVE_SAMPLES
 
 log = logging.getLogger(__name__)
@@ -76,7 +80,13 @@ class Publisher:
             return self._loop
 
 
-def step_event(run: Run, step: int, metrics: dict[str, Any], samples: list[Any]) -> dict[str, Any]:
+def step_event(
+    run: Run,
+    step: int,
+    metrics: dict[str, Any],
+    samples: list[Any],
+    distributions: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``samples`` are SampleRecords (or Samples); the event carries the first few, texts cut."""
     rows = [s if isinstance(s, Sample) else Sample.from_record(run.pk, s) for s in samples[:LIVE_SAMPLES]]
     return {
@@ -85,8 +95,14 @@ def step_event(run: Run, step: int, metrics: dict[str, Any], samples: list[Any])
         "step": step,
         "metrics": clean_metrics(metrics),
         "samples": [r.summary() for r in rows],
+        "distributions": clean_quantiles(distributions or {}),
         "sent_at": time.time(),
     }
+
+
+def hardware_event(rows: list[Any]) -> dict[str, Any]:
+    """``rows``: runs.records.HardwareSample rows just written."""
+    return {"type": "hardware", "samples": [r.summary() for r in rows]}
 
 
 def status_event(run: Run) -> dict[str, Any]:

@@ -39,14 +39,15 @@ def parse_post(post: Any) -> tuple[dict[str, Any], dict[str, str]]:
     for f in fields():
         name = f["name"]
         try:
-            values[name] = _parse(f, post.get(name))
+            values[name] = parse_value(f, post.get(name))
         except ValueError as e:
             values[name] = post.get(name, "")
             errors[name] = str(e)
     return values, errors
 
 
-def _parse(f: dict[str, Any], raw: str | None) -> Any:
+def parse_value(f: dict[str, Any], raw: str | None) -> Any:
+    """One field's typed value from the form's text (ValueError with the message for the form)."""
     if f["type"] == "bool":
         return raw in ("on", "true", "1")
     text = (raw or "").strip()

@@ -20,7 +20,16 @@ from django.utils import timezone
 
 from runs import dispatch
 from runs.model_exports import ExportStatus, ModelExport
-from runs.records import Checkpoint, MetricPoint, Sample, clean_metrics
+from runs.notifications import Notification, NotificationSettings, run_finished
+from runs.records import (
+    Checkpoint,
+    HardwareSample,
+    MetricPoint,
+    Sample,
+    StepDistribution,
+    clean_metrics,
+    clean_quantiles,
+)
 
 if TYPE_CHECKING:
     from dapo.config import RunConfig
@@ -94,6 +103,12 @@ class Run(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    last_step_at = models.DateTimeField(null=True, blank=True, help_text="When the newest step was recorded.")
+    stalled_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Marked stalled (no new step for the owner's stall_minutes); a step clears it.",
+    )
 
     objects = RunQuerySet.as_manager()
 
@@ -188,7 +203,9 @@ class Run(models.Model):
         self.attempt_started_at = now
         self.attempt_start_step = info.start_step
         self.total_steps = info.total_steps
-        self.save(update_fields=["started_at", "attempt_started_at", "attempt_start_step", "total_steps"])
+        self.stalled_at = None  # a new attempt: stall detection counts from its start
+        fields = ["started_at", "attempt_started_at", "attempt_start_step", "total_steps", "stalled_at"]
+        self.save(update_fields=fields)
 
     def record_step(self, report: StepReport, *, worker_id: str | None = None) -> None:
         """Write a step's metrics, samples and progress in one transaction. A replayed step (a redelivered
@@ -204,9 +221,17 @@ class Run(models.Model):
             for n, v in metrics.items()
         ]
         samples = [Sample.from_record(self.pk, r) for r in [*report.samples, *report.val_samples]]
+        quantiles = clean_quantiles(getattr(report, "distributions", None) or {})
+        distributions = [
+            StepDistribution(run_id=self.pk, step=report.step, name=n, quantiles=q)
+            for n, q in quantiles.items()
+        ]
         latest = {**self.latest_metrics, **metrics}  # validation metrics stay until the next validation
         with transaction.atomic():
-            if not self._fenced(worker_id).update(step=report.step, latest_metrics=latest):
+            now = timezone.now()
+            if not self._fenced(worker_id).update(
+                step=report.step, latest_metrics=latest, last_step_at=now, stalled_at=None
+            ):
                 raise LeaseLost(f"run {self.pk}: {worker_id} lost the lease before step {report.step}")
             MetricPoint.objects.bulk_create(
                 points,
@@ -222,7 +247,13 @@ class Run(models.Model):
                 update_fields=Sample.UPDATABLE,
                 batch_size=200,
             )
-        self.step, self.latest_metrics = report.step, latest
+            StepDistribution.objects.bulk_create(
+                distributions,
+                update_conflicts=True,
+                unique_fields=["run", "name", "step"],
+                update_fields=["quantiles"],
+            )
+        self.step, self.latest_metrics, self.last_step_at, self.stalled_at = report.step, latest, now, None
 
     def record_checkpoint(self, step: int, path: str, *, worker_id: str | None = None) -> None:
         """The run's newest checkpoint (fenced by the lease like ``record_step``)."""
@@ -253,6 +284,8 @@ class Run(models.Model):
             lease_expires=None,
         )
         self.refresh_from_db()
+        if won:
+            run_finished(self)
         return bool(won)
 
     def cancel_requested_now(self) -> bool:
@@ -341,6 +374,7 @@ class Run(models.Model):
             "progress": self.progress,
             "error": self.error,
             "cancel_requested": self.cancel_requested,
+            "stalled": self.status == Status.RUNNING and self.stalled_at is not None,
             "can_cancel": self.can_cancel,
             "can_resume": self.can_resume,
             "created_at": self.created_at.isoformat() if self.created_at else None,
@@ -362,6 +396,10 @@ __all__ = [
     "MetricPoint",
     "Sample",
     "Checkpoint",
+    "StepDistribution",
+    "HardwareSample",
+    "Notification",
+    "NotificationSettings",
     "clean_metrics",
     "ModelExport",
     "ExportStatus",

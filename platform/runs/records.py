@@ -7,6 +7,8 @@ from typing import Any
 
 from django.db import connection, models
 
+from dapo.distributions import LEVELS, NAMES
+
 
 def clean_metrics(metrics: dict[str, Any]) -> dict[str, float | None]:
     """Names trimmed to the column size; non-finite or non-numeric values stored as null (JSON has no NaN)."""
@@ -166,3 +168,56 @@ class Checkpoint(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "step"], name="checkpoint_unique_step")]
         ordering = ["step"]
+
+
+DISTRIBUTION_LEVELS = LEVELS
+"""Percent levels of a step's quantiles (dapo.distributions, torch-free)."""
+
+
+def clean_quantiles(distributions: dict[str, Any]) -> dict[str, list[float | None]]:
+    """The known quantities, each a list of at most 101 numbers (non-finite ones as null)."""
+    out: dict[str, list[float | None]] = {}
+    for name in NAMES:
+        values = distributions.get(name)
+        if isinstance(values, list | tuple) and values:
+            out[name] = list(clean_metrics({str(i): v for i, v in enumerate(values[:101])}).values())
+    return out
+
+
+class StepDistribution(models.Model):
+    """A step's quantiles of one quantity (dapo.distributions: levels 0, 5, ..., 100 percent)."""
+
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="distributions")
+    step = models.IntegerField()
+    name = models.CharField(max_length=32)
+    quantiles = models.JSONField(help_text="Values at the levels 0, 5, ..., 100 percent (null: not finite).")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "name", "step"], name="distribution_unique_step")
+        ]
+        ordering = ["step"]
+
+
+class HardwareSample(models.Model):
+    """One worker's resource use at one moment (dapo.hardware): sampled every few seconds while it runs."""
+
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="hardware_samples")
+    time = models.FloatField(help_text="Unix time of the sample.")
+    worker = models.CharField(max_length=64, help_text='"controller", "learner 0", "rollout 1", ...')
+    data = models.JSONField(help_text="{quantity: number}: cpu_percent, rss_gb, sys_mem_used_gb, gpu_util...")
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "time"], name="hardware_run_time")]
+        ordering = ["time", "id"]
+
+    def summary(self) -> dict[str, Any]:
+        return {"time": self.time, "worker": self.worker, "values": self.data}
+
+    @classmethod
+    def from_record(cls, run_id: int, record: Any) -> HardwareSample:
+        """From a dapo HardwareSample: names and numbers as for metrics, non-finite values left out."""
+        values = {
+            k: v for k, v in clean_metrics(dict(list(record.values.items())[:32])).items() if v is not None
+        }
+        return cls(run_id=run_id, time=float(record.time), worker=str(record.worker)[:64], data=values)

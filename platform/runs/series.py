@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from django.db import connection
+from django.db import connection, models
 
-from runs.models import MetricPoint, Run, Sample
+from runs.models import HardwareSample, MetricPoint, Run, Sample, StepDistribution
 
 PAGE_MAX_POINTS = 500
 """Points per metric a page or a snapshot starts with; live steps extend the curves at full resolution."""
+HARDWARE_MAX_SAMPLES = 1500
+"""Hardware samples per worker a page or a snapshot starts with (live samples follow at full rate)."""
+DISTRIBUTION_MAX_STEPS = 300
+"""Steps per distribution a page or a snapshot starts with (a heatmap column each)."""
 LIVE_SAMPLES = 24
 """Samples of the newest step shown on the run page and carried by a live event."""
 
@@ -115,15 +120,72 @@ def newest_samples(run: Run, limit: int = LIVE_SAMPLES) -> list[dict[str, Any]]:
     return []
 
 
-def snapshot(run: Run, after_step: int | None = None) -> dict[str, Any]:
-    """What a client needs to draw the run: its state, the curves (after ``after_step`` when catching up,
-    else downsampled from the start) and the newest samples."""
+def distribution_series(
+    run: Run, min_step: int | None = None, max_points: int | None = None
+) -> dict[str, dict[str, list[Any]]]:
+    """{name: {"steps": [...], "quantiles": [[21 values], ...]}} in step order (the quantities of
+    dapo.distributions); with ``max_points``, at most that many steps per quantity, evenly spaced, the last
+    among them."""
+    rows = StepDistribution.objects.filter(run=run)
+    if min_step is not None:
+        rows = rows.filter(step__gte=min_step)
+    out: dict[str, dict[str, list[Any]]] = {}
+    for name, step, quantiles in rows.order_by("name", "step").values_list("name", "step", "quantiles"):
+        entry = out.setdefault(name, {"steps": [], "quantiles": []})
+        entry["steps"].append(step)
+        entry["quantiles"].append(quantiles)
+    if max_points:
+        for entry in out.values():
+            count = len(entry["steps"])
+            if count > max_points:
+                keep = sorted({count - 1 - (i * (count - 1)) // (max_points - 1) for i in range(max_points)})
+                entry["steps"] = [entry["steps"][i] for i in keep]
+                entry["quantiles"] = [entry["quantiles"][i] for i in keep]
+    return out
+
+
+def hardware_series(run: Run, max_per_worker: int = HARDWARE_MAX_SAMPLES) -> list[dict[str, Any]]:
+    """The run's hardware samples in time order, each worker's thinned to about ``max_per_worker`` (every
+    k-th sample, the database counts and picks, so a long run never loads every row into Python)."""
+    table = HardwareSample._meta.db_table
+    counts = dict(
+        HardwareSample.objects.filter(run=run).values_list("worker").annotate(n=models.Count("id")).order_by()
+    )
+    out: list[dict[str, Any]] = []
+    for worker, count in counts.items():
+        stride = max(1, -(-count // max_per_worker))
+        sql = (
+            f"SELECT time, data FROM (SELECT time, data, ROW_NUMBER() OVER (ORDER BY time, id) - 1 AS rn "
+            f"FROM {table} WHERE run_id = %s AND worker = %s) AS ranked WHERE rn %% %s = 0 OR rn = %s"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [run.pk, worker, stride, count - 1])
+            for time, data in cursor.fetchall():
+                values = json.loads(data) if isinstance(data, str) else data
+                out.append({"time": time, "worker": worker, "values": values})
+    out.sort(key=lambda s: (s["time"], s["worker"]))
+    return out
+
+
+def snapshot(run: Run, after_step: int | None = None, *, hardware: bool = True) -> dict[str, Any]:
+    """What a client needs to draw the run: its state, the curves and the per-step distributions (after
+    ``after_step`` when catching up, else downsampled from the start), the hardware samples (thinned, all
+    of them: they are keyed by time, not step; ``hardware`` False leaves them out) and the newest samples."""
     run.refresh_from_db()
     if after_step is None:
         metrics = metric_series(run, max_points=PAGE_MAX_POINTS)
+        distributions = distribution_series(run, max_points=DISTRIBUTION_MAX_STEPS)
     else:
         metrics = metric_series(run, min_step=after_step + 1)
-    return {"run": run.state(), "metrics": metrics, "samples": newest_samples(run), "after_step": after_step}
+        distributions = distribution_series(run, min_step=after_step + 1)
+    return {
+        "run": run.state(),
+        "metrics": metrics,
+        "distributions": distributions,
+        **({"hardware": hardware_series(run)} if hardware else {}),
+        "samples": newest_samples(run),
+        "after_step": after_step,
+    }
 
 
 SPARK_METRIC = "critic/score/mean"

@@ -13,13 +13,22 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dapo.config import flatten
-from runs import forms
+from runs import forms, sweeps
 from runs.access import run_for
 from runs.configuring import build_config, validate_name
 from runs.events import publish, status_event
 from runs.model_exports import request_export, steps_on_disk
 from runs.models import Checkpoint, Run, Status
-from runs.series import PAGE_MAX_POINTS, list_row, metric_series, newest_samples
+from runs.records import DISTRIBUTION_LEVELS
+from runs.series import (
+    DISTRIBUTION_MAX_STEPS,
+    PAGE_MAX_POINTS,
+    distribution_series,
+    hardware_series,
+    list_row,
+    metric_series,
+    newest_samples,
+)
 from runs.starts import fork_choices, fork_problem, resume_step
 
 STATUS_NOTE = "status-note"
@@ -98,6 +107,7 @@ def render_new(
     parent: Run | None,
     status: int = 200,
     ladder_runs: list[str] | None = None,
+    sweep: dict[str, Any] | None = None,
 ) -> HttpResponse:
     checkpoints, pruned = fork_choices(parent) if parent else ([], [])
     raw_source = request.GET.get("from")
@@ -114,6 +124,9 @@ def render_new(
         "checkpoints": checkpoints,
         "pruned_steps": pruned,
         "ladder_runs": ladder_runs or [],
+        "sweep": sweep or sweeps.form_state(),  # the sweep panel (compare.sweep_views): as posted, or empty
+        "sweep_fields": sweeps.field_menu(),
+        "sweep_limits": {"max_runs": sweeps.MAX_RUNS, "max_fields": sweeps.MAX_FIELDS},
         "base_models": BaseModel.objects.all(),
         "datasets": Dataset.objects.all(),
     }
@@ -126,9 +139,13 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     data = {
         "run": run.state(),
         "metrics": metric_series(run, max_points=PAGE_MAX_POINTS),
+        "distributions": distribution_series(run, max_points=DISTRIBUTION_MAX_STEPS),
+        "levels": list(DISTRIBUTION_LEVELS),
+        "hardware": hardware_series(run),
         "samples": newest_samples(run),
     }
     context = {"run": run, "data": data, "config_json": run.config, "checkpoints": run.checkpoints.all()}
+    context["hardware_interval"] = (run.config.get("logging") or {}).get("hardware_interval_s", 5.0)
     context |= {"export_steps": steps_on_disk(run), "exports": run.model_exports.all()[:20]}
     return render(request, "runs/detail.html", context)
 

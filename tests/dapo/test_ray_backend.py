@@ -210,3 +210,18 @@ def test_a_new_controller_resumes_a_ray_run_from_its_checkpoint_like_an_uninterr
 def test_importing_the_backends_does_not_import_ray() -> None:
     code = "import sys, dapo.trainer, dapo.ray_backend, dapo.ray_cluster; assert 'ray' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
+
+
+def test_every_ray_actor_samples_its_hardware_for_the_controller(assets, tmp_path) -> None:
+    from tests.dapo.test_hardware import Samples
+
+    config = tiny_config(assets, colocate=False, num_rollout_workers=1)
+    config = replace(config, logging=replace(config.logging, hardware_interval_s=0.25))
+    samples = Samples()
+    result = Trainer(config, tmp_path, [samples]).fit()
+    assert result.status == "succeeded", result.error
+    workers = {s.worker for s in samples.samples}
+    assert workers == {"controller", "learner 0", "rollout 0"}, workers
+    for worker in workers:
+        mine = [s for s in samples.samples if s.worker == worker]
+        assert all(s.values["rss_gb"] > 0.05 and "cpu_percent" in s.values for s in mine), worker

@@ -83,7 +83,8 @@ def pages(data: dict[str, Any]) -> list[str]:
         f"/runs/{a}/", f"/runs/{b}/", f"/runs/{a}/samples/", f"/runs/{a}/samples/{data['sample'].pk}/",
         f"/runs/{a}/problems/{data['sample'].problem_index}/", f"/runs/compare/?ids={a},{b}",
         f"/runs/{a}/samples/step/{data['sample'].step}/group/{data['sample'].group}/",
-        "/datasets/", f"/datasets/{data['dataset'].pk}/", "/accounts/token/", "/api/docs/", "/no/such/page/",
+        "/datasets/", f"/datasets/{data['dataset'].pk}/", "/accounts/token/", "/accounts/notifications/",
+        "/api/docs/", "/no/such/page/",
     ]  # fmt: skip
 
 

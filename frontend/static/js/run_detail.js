@@ -233,7 +233,8 @@
       shownStatus = now;
     }
     const badge = $("run-status");
-    badge.textContent = state.cancel_requested && state.status === "running" ? "cancelling" : state.status;
+    badge.textContent = statusWord(state);
+    titleAndNotify(state);
     badge.dataset.status = state.status;
     const pct = Math.round(100 * (state.progress || 0));
     $("progress-bar").style.width = `${pct}%`;
@@ -246,6 +247,37 @@
     $("run-error").textContent = state.error || "";
     tick();
   }
+  // The tab title says how the run stands (a background tab shows it), and a run that succeeds, fails or
+  // stalls while the page is open raises a desktop notification once the user allowed them.
+  const MARKS = { queued: "…", running: "▶", succeeded: "✓", failed: "✗", cancelled: "■" };
+  function statusWord(state) {
+    if (state.status === "running" && state.cancel_requested) return "cancelling";
+    return state.status === "running" && state.stalled ? "stalled" : state.status;
+  }
+  let announced = statusWord(initial.run);
+  function titleAndNotify(state) {
+    const word = statusWord(state);
+    const at = state.status === "running" ? ` ${state.step}/${state.total_steps || "?"}` : "";
+    document.title = `${word === "stalled" ? "⚠" : MARKS[state.status] || ""} ${word}${at} · #${state.id} ${state.name}`;
+    if (word !== announced && ["succeeded", "failed", "stalled"].includes(word) && "Notification" in window
+        && Notification.permission === "granted") {
+      const detail = word === "failed" && state.error ? `: ${state.error.split("\n").pop().slice(0, 200)}` : "";
+      new Notification(`Run #${state.id} ${word}`, {
+        body: `${state.name}, step ${state.step}/${state.total_steps || "?"}${detail}`, tag: `dapo-run-${state.id}` });
+    }
+    announced = word;
+  }
+  function desktopButton() {
+    const btn = $("desktop-notify");
+    if (!("Notification" in window)) return;
+    btn.hidden = false;
+    const p = Notification.permission;
+    btn.disabled = p !== "default";
+    btn.textContent = p === "granted" ? "Desktop notifications on" : p === "denied" ? "Desktop notifications blocked" : "Desktop notifications";
+  }
+  $("desktop-notify").addEventListener("click", () => { Notification.requestPermission().then(desktopButton); });
+  desktopButton();
+
   function tick() {
     const live = run.status === "running" ? (Date.now() - runReceivedAt) / 1000 : 0;
     $("elapsed").textContent = duration(run.elapsed_s === null ? null : run.elapsed_s + live);
@@ -340,6 +372,8 @@
 
   let socket = null;
   function onEvent(ev) {
+    // the page's other panels (distributions, hardware, title, notifications) follow the same events
+    document.dispatchEvent(new CustomEvent("dapo:event", { detail: ev }));
     if (ev.type === "step") {
       const arrived = performance.timeOrigin + performance.now();
       window.dapoLive.record("__dapoReceived", ev.step, arrived); // bench/ws_latency.py (opt-in)
