@@ -49,7 +49,7 @@ class UpdateBatch:
     minibatch_seqs: dict[int, int]
     """Sequences of each whole mini-batch (all workers), for the seq-mean modes."""
     ratio_rows: list[int] = field(default_factory=list)
-    """Rows whose per-token importance ratio to return (token view)."""
+    """Rows whose per-token importance ratio and new-policy log-prob to return (token view)."""
     old_is_current: bool = False
     """True when the update makes one optimiser step (one mini-batch, one epoch) from the policy that
     sampled: ``old_logprobs`` are then not computed (empty), the update's own log-probs, detached, stand
@@ -59,8 +59,9 @@ class UpdateBatch:
 
 RowValues = dict[int, list[float]]
 """Per-token values of some rows of an update batch, by row."""
-UpdateResult = tuple[dict[str, float], RowValues, RowValues]
-"""What an update returns: (metrics, per-token ratios, per-token entropies), see ``PolicyActor.update``."""
+UpdateResult = tuple[dict[str, float], RowValues, RowValues, RowValues]
+"""What an update returns: (metrics, per-token ratios, per-token entropies, per-token log-probs of the
+policy being updated), see ``PolicyActor.update``."""
 
 
 class PolicyActor:
@@ -177,8 +178,10 @@ class PolicyActor:
 
         Returns (metrics averaged over optimiser steps, {row: per-token ratio at its first update},
         {row: per-token entropy at its first update} for every row when ``batch.old_is_current``, else
-        empty), with ``perf/padding_frac``: the padded share of the token slots of every micro-batch run,
-        and the sketch of the first epoch's per-token ratios (``dapo.distributions.ratio_sketch``).
+        empty, {row: per-token log π_θ at its first update}: the new log-probs the loss of that step
+        compared with the old ones, for the ``ratio_rows``), with ``perf/padding_frac``: the padded
+        share of the token slots of every micro-batch run, and the sketch of the first epoch's
+        per-token ratios (``dapo.distributions.ratio_sketch``).
         ``actor/pg_loss`` is the SUM of the mini-batch losses over the update's optimiser steps (verl's
         meaning); ``actor/pg_loss_mean`` their mean (docs/metrics.md).
         """
@@ -187,13 +190,14 @@ class PolicyActor:
         counts: dict[str, int] = defaultdict(int)
         ratios: dict[int, list[float]] = {}
         entropies: RowValues = {}
+        logps: RowValues = {}
         padding = PaddingCount()
         first_ratios: list[torch.Tensor] = []  # every trained token's ratio at its first update
         for epoch in range(self.config.optim.epochs):
             for mb in sorted(set(batch.minibatch)):
                 rows = [i for i, m in enumerate(batch.minibatch) if m == mb]
                 collect = first_ratios if epoch == 0 else None
-                metrics = self._minibatch_step(batch, mb, rows, (ratios, entropies), padding, collect)
+                metrics = self._minibatch_step(batch, mb, rows, (ratios, entropies, logps), padding, collect)
                 for k, v in metrics.items():
                     sums[k] += v
                     counts[k] += 1
@@ -202,14 +206,14 @@ class PolicyActor:
             out["actor/pg_loss_mean"] = out["actor/pg_loss"]
             out["actor/pg_loss"] = sums["actor/pg_loss"]
         sketch = ratio_sketch(torch.cat(first_ratios).numpy()) if first_ratios else {}
-        return {**out, "perf/padding_frac": padding.fraction, **sketch}, ratios, entropies
+        return {**out, "perf/padding_frac": padding.fraction, **sketch}, ratios, entropies, logps
 
     def _minibatch_step(
         self,
         batch: UpdateBatch,
         mb: int,
         rows: list[int],
-        token_data: tuple[RowValues, RowValues],
+        token_data: tuple[RowValues, RowValues, RowValues],
         padding: PaddingCount,
         first_ratios: list[torch.Tensor] | None = None,
     ) -> dict[str, float]:
@@ -291,16 +295,24 @@ class PolicyActor:
         return logp, entropy, response_mask
 
     def _record_rows(
-        self, batch: UpdateBatch, idx: list[int], logp, old, entropy, token_data: tuple[RowValues, RowValues]
+        self,
+        batch: UpdateBatch,
+        idx: list[int],
+        logp,
+        old,
+        entropy,
+        token_data: tuple[RowValues, RowValues, RowValues],
     ) -> None:
-        """Per-token ratios of the asked rows and, when the old forward was skipped, every row's entropy,
-        at each row's first update (one ``tolist`` per micro-batch, then Python slices)."""
-        ratios, entropies = token_data
+        """Per-token ratios and new log-probs of the asked rows and, when the old forward was skipped,
+        every row's entropy, at each row's first update (one ``tolist`` per micro-batch, then slices)."""
+        ratios, entropies, logps = token_data
         wanted = [j for j, i in enumerate(idx) if i in batch.ratio_rows and i not in ratios]
         if wanted:
             ratio = torch.exp(torch.clamp(logp[wanted] - old[wanted], -20, 20)).tolist()
-            for j, values in zip(wanted, ratio, strict=True):
+            new = logp[wanted].tolist()
+            for j, values, lp in zip(wanted, ratio, new, strict=True):
                 ratios[idx[j]] = values[: len(batch.responses[idx[j]])]
+                logps[idx[j]] = lp[: len(batch.responses[idx[j]])]
         if batch.old_is_current and idx[0] not in entropies:
             ent = entropy.detach().tolist()
             for j, i in enumerate(idx):

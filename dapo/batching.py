@@ -41,6 +41,11 @@ class Rollout:
     token_ratio: list[float] | None = None
     with_tokens: bool = False
     reward_scores: dict[str, float] | None = None
+    discard_reason: str = ""
+    new_logprobs: list[float] | None = None
+    """log π_θ of each token at the sample's first optimiser step (rows with token data only)."""
+    update_info: dict[str, Any] | None = None
+    """Where the update put the sample: its mini-batch and that mini-batch's counts (trained samples)."""
 
     def record(self, tokenizer: Any) -> SampleRecord:
         tokens = None
@@ -69,6 +74,10 @@ class Rollout:
             token_entropy=self.entropy if self.with_tokens else None,
             token_ratio=self.token_ratio if self.with_tokens else None,
             reward_scores=self.reward_scores,
+            discard_reason=self.discard_reason,
+            token_old_logprobs=(self.old_logprobs or self.new_logprobs) if self.with_tokens else None,
+            token_new_logprobs=self.new_logprobs if self.with_tokens else None,
+            update_info=self.update_info,
         )
 
 
@@ -142,8 +151,10 @@ def build_update_batch(
 ) -> UpdateBatch:
     """The update's inputs, with each mini-batch's global token and sequence counts (exact token mean).
 
-    Overlong filtering (paper §3.4) zeroes the loss mask of truncated samples. ``old_is_current``: the
-    old log-probs were skipped (``old_policy_is_current``); the update stands its own in for them.
+    Overlong filtering (paper §3.4) zeroes the loss mask of truncated samples (their discard reason
+    becomes "overlong"). ``old_is_current``: the old log-probs were skipped (``old_policy_is_current``);
+    the update stands its own in for them. Each row's ``update_info`` records its mini-batch, that
+    mini-batch's global counts and whether the row is in the loss (the inspector's objective explainer).
     """
     G = config.rollout.n
     per_mb = config.optim.mini_batch_size * G
@@ -154,8 +165,13 @@ def build_update_batch(
     for r, m, keep in zip(batch, minibatch, loss_mask, strict=True):
         tokens[m] = tokens.get(m, 0) + (len(r.response_ids) if keep else 0)
         seqs[m] = seqs.get(m, 0) + int(keep)
-    for i, r in enumerate(batch):
+    for i, (r, m, keep) in enumerate(zip(batch, minibatch, loss_mask, strict=True)):
         r.with_tokens = i < token_rows
+        r.update_info = {
+            "minibatch": m, "minibatch_tokens": tokens[m], "minibatch_seqs": seqs[m], "in_loss": keep,
+        }  # fmt: skip
+        if not keep:
+            r.discard_reason = "overlong"
     return UpdateBatch(
         prompts=[r.prompt_ids for r in batch],
         responses=[r.response_ids for r in batch],
@@ -252,5 +268,7 @@ def step_metrics(rollouts: list[Rollout], batch: list[Rollout], config: RunConfi
         m["train/response_length/mean"] = sum(len(r.response_ids) for r in rollouts) / len(rollouts)
         m["train/truncated_frac"] = sum(r.truncated for r in rollouts) / len(rollouts)
     m["train/num_samples_trained"] = float(len(batch))
+    if config.algorithm.overlong_filtering:
+        m["train/discarded_samples/overlong"] = float(sum(r.truncated for r in batch))
     m.update(reward_metrics(rollouts))
     return m

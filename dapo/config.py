@@ -388,7 +388,9 @@ class ExecutionConfig:
 @dataclass(frozen=True)
 class LoggingConfig:
     samples_per_step: int = -1
-    """Training samples of each step handed to the sinks (-1: all)."""
+    """Training samples of each step handed to the sinks and stored (-1: all, kept and discarded groups
+    alike). N >= 0 keeps whole groups up to N samples, the trained groups first, then the discarded ones;
+    the inspector says how many of each discard reason were not stored."""
     token_data_samples_per_step: int = 8
     """Samples per step that keep per-token data (tokens, log-probs, entropy, ratio) for the token view."""
     hardware_interval_s: float = 5.0

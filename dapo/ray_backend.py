@@ -150,7 +150,7 @@ class RayBackend:
             self._weights, self._optim = (refs[0][1], refs[0][2]) if keep else (None, None)
             self._memory = {k: max(m.get(k, 0.0) for _, m in results) for k in results[0][1]}
             merged = merge_updates([r for r, _ in results], [rows for _, rows in shards])
-            return merged[0], merged[1], merged[2]
+            return merged[0], merged[1], merged[2], merged[3]
 
         return self._retry("update", once, self._rebuild_learners)
 

@@ -93,8 +93,8 @@ def _take(batch: UpdateBatch, src: list[int], real: list[bool]) -> UpdateBatch:
 
 
 def merge_updates(results: Sequence[tuple[Any, ...]], rows: list[list[int]]) -> tuple[Any, ...]:
-    """Combine the learners' (metrics, ratios, entropies) into the one-process result (any number of
-    per-row maps after the metrics: the result has as many).
+    """Combine the learners' (metrics, ratios, entropies, log-probs) into the one-process result (any
+    number of per-row maps after the metrics: the result has as many).
 
     Each learner's metrics are its micro-batches' shares of the global mini-batch mean (losses divided by
     the global counts, token metrics weighted by their share of the global tokens), so they add up;

@@ -57,6 +57,18 @@ class SampleRecord:
     """Importance ratio π_θ/π_old of each token at the first optimiser step that used it."""
     reward_scores: dict[str, float] | None = None
     """Each reward's own score by name, before its weight (data.reward_fn names one or several)."""
+    discard_reason: str = ""
+    """Why the step did not train on the sample: "" (trained, or validation), a group's reason
+    (dapo.sampling.DISCARD_REASONS: all_correct, all_wrong, no_variance, surplus), or "overlong" (in a
+    trained group, truncated and masked out of the loss by overlong filtering)."""
+    token_old_logprobs: list[float] | None = None
+    """log π_old of each token as the loss used it (recomputed by the learner, or π_θ itself when the
+    step skipped that forward), for the samples with token data."""
+    token_new_logprobs: list[float] | None = None
+    """log π_θ of each token at the sample's first optimiser step, for the samples with token data."""
+    update_info: dict[str, Any] | None = None
+    """For a trained sample: ``minibatch`` (its index), ``minibatch_tokens`` and ``minibatch_seqs`` (that
+    mini-batch's valid tokens and sequences, the loss's normalisers) and ``in_loss`` (False: masked)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

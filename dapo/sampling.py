@@ -30,6 +30,17 @@ FILTER_METRICS = ("acc", "score", "seq_reward")
 """What dynamic sampling filters on: correctness before the length penalty (default, the reference's
 ``acc``), the correctness score, or the sequence reward after the overlong penalty."""
 
+DISCARD_REASONS = ("all_correct", "all_wrong", "no_variance", "surplus")
+"""Why a generated group was not trained on (``GroupBatchFiller.group_reasons``):
+
+- ``all_correct`` / ``all_wrong``: dynamic sampling dropped it (its filter metric did not vary) and every
+  sample was right / wrong;
+- ``no_variance``: dropped with right and wrong samples, its filter metric (``score`` or ``seq_reward``)
+  equal all the same;
+- ``surplus``: it passed the filter but the batch was already full: the last round's leftovers beyond
+  ``train_batch_size``, cut at a group boundary.
+"""
+
 T = TypeVar("T")
 
 
@@ -74,6 +85,7 @@ class GroupBatchFiller(Generic[T]):
         self._num_generated = 0  # groups generated
         self._num_all_correct = 0
         self._num_all_wrong = 0
+        self._dropped: list[str] = []  # per generated group: "" passed the filter, else the reason
 
     def add(self, samples: Sequence[T], keep: Sequence[bool], *, acc: Sequence[bool]) -> None:
         """Record one generation round.
@@ -98,6 +110,12 @@ class GroupBatchFiller(Generic[T]):
             self._num_all_wrong += not any(group_acc)
             if keep[g]:
                 self._groups.append(list(samples[g * G : (g + 1) * G]))
+                self._dropped.append("")
+            else:
+                kind = (
+                    "all_correct" if all(group_acc) else "all_wrong" if not any(group_acc) else "no_variance"
+                )
+                self._dropped.append(kind)
         self._num_rounds += 1
         self._num_generated += num_groups
 
@@ -146,10 +164,26 @@ class GroupBatchFiller(Generic[T]):
         groups = self._groups[: self.train_batch_size]
         return [sample for group in groups for sample in group]
 
+    def group_reasons(self) -> list[str]:
+        """Why each generated group (in arrival order) was not trained on: "" for the groups of
+        ``batch()``, else one of ``DISCARD_REASONS``."""
+        out, passed = [], 0
+        for reason in self._dropped:
+            if reason:
+                out.append(reason)
+                continue
+            passed += 1
+            out.append("" if passed <= self.train_batch_size else "surplus")
+        return out
+
     def metrics(self) -> dict[str, float]:
-        """Per-step stats (docs/dapo.md §4, §10); fractions are over all generated groups."""
+        """Per-step stats (docs/dapo.md §4, §10); fractions are over all generated groups;
+        ``train/discarded_groups/<reason>`` counts the groups not trained on, by reason."""
         generated = max(self._num_generated, 1)
+        reasons = self.group_reasons()
+        discarded = {f"train/discarded_groups/{r}": float(reasons.count(r)) for r in DISCARD_REASONS}
         return {
+            **discarded,
             "train/num_gen_batches": float(self._num_rounds),
             "train/num_prompts_generated": float(self._num_generated),
             "train/num_prompts_kept": float(self.num_kept),

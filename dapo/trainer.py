@@ -147,11 +147,14 @@ class Trainer:
                 update = build_update_batch(
                     batch, c, token_rows=c.logging.token_data_samples_per_step, old_is_current=reuse
                 )
-                actor_metrics, ratios, entropies = self.backend.update(update) if batch else ({}, {}, {})
+                result = self.backend.update(update) if batch else ({}, {}, {}, {})
+                actor_metrics, ratios, entropies, new_logps = result
                 self.backend.after_update()
             ratio_quantiles = pop_ratio_sketch(actor_metrics)
             for row, ratio in ratios.items():
                 batch[row].token_ratio = ratio
+            for row, logps in new_logps.items():  # the loss's old log-probs are these when reused
+                batch[row].new_logprobs = logps
             for row, entropy in entropies.items():  # the old policy's, when its forward was skipped
                 batch[row].entropy = entropy
             actor_metrics["actor/old_logprob_reused"] = float(reuse)
@@ -216,6 +219,9 @@ class Trainer:
         batch = filler.batch()
         for r in batch:
             r.kept = True
+        for g, reason in enumerate(filler.group_reasons()):  # groups arrive in the rollouts' order
+            for r in rollouts[g * G : (g + 1) * G]:
+                r.discard_reason = reason
         return filler, rollouts, batch
 
     def _advantages(self, rollouts: list[Rollout]) -> None:
@@ -282,9 +288,7 @@ class Trainer:
     def _report(
         self, metrics: dict[str, float], rollouts: list[Rollout], val_samples: list, distributions: dict
     ) -> None:
-        limit = self.config.logging.samples_per_step
-        shown = rollouts if limit < 0 else rollouts[:limit]
-        samples = [r.record(self.tokenizer) for r in shown]
+        samples = [r.record(self.tokenizer) for r in reported(rollouts, self.config)]
         self._emit(
             "on_step",
             StepReport(
@@ -350,6 +354,19 @@ class Trainer:
         }
         out.update(self.backend.memory_stats())
         return out
+
+
+def reported(rollouts: list[Rollout], config: RunConfig) -> list[Rollout]:
+    """The step's samples handed to the sinks: all of them, or with ``logging.samples_per_step`` = N >= 0
+    whole groups up to N samples, the trained groups first, then the discarded ones in generation order
+    (the inspector shows how many of each reason were not stored, from the step's metrics)."""
+    limit = config.logging.samples_per_step
+    if limit < 0:
+        return rollouts
+    G = config.rollout.n
+    groups = [rollouts[i : i + G] for i in range(0, len(rollouts), G)]
+    groups.sort(key=lambda group: not group[0].kept)  # stable: generation order within each kind
+    return [r for group in groups[: limit // G] for r in group]
 
 
 FILTER_FIELD = {"acc": "acc", "score": "score", "seq_reward": "reward"}

@@ -14,7 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 PUBLIC = {
     "dapo.loss": ["policy_loss", "aggregate", "POLICY_LOSSES"],
     "dapo.advantage": ["group_advantages", "ADVANTAGE_ESTIMATORS"],
-    "dapo.sampling": ["keep_groups", "GroupBatchFiller"],
+    "dapo.sampling": ["keep_groups", "GroupBatchFiller", "DISCARD_REASONS"],
+    "dapo.explain": ["token_terms", "token_weight", "explain_sample", "RULES"],
     "dapo.reward": ["get_reward_fn", "REWARD_FUNCTIONS", "RewardResult"],
     "dapo.modeling": ["response_logprobs"],
     "dapo.presets": ["PRESETS"],

@@ -109,8 +109,9 @@ def parquet_file(rows: Iterator[dict[str, Any]]) -> IO[bytes]:
              "group": pa.int64(), "problem_index": pa.int64(), "prompt": text, "response": text,
              "ground_truth": text, "pred": text, "score": number, "acc": flag, "overlong_penalty": number,
              "reward": number, "advantage": number, "length": pa.int64(), "truncated": flag, "kept": flag,
-             "tokens": pa.list_(text), "token_logprobs": pa.list_(number), "token_entropy": pa.list_(number),
-             "token_ratio": pa.list_(number)}  # fmt: skip
+             "discard_reason": text, "tokens": pa.list_(text), "token_logprobs": pa.list_(number),
+             "token_entropy": pa.list_(number), "token_ratio": pa.list_(number),
+             "token_old_logprobs": pa.list_(number), "token_new_logprobs": pa.list_(number)}  # fmt: skip
     schema = pa.schema([(name, types[name]) for name in [*FIELDS, *TOKEN_FIELDS]])
     out = tempfile.TemporaryFile()
     with pq.ParquetWriter(out, schema, compression="zstd") as writer:

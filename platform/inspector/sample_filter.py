@@ -12,9 +12,12 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from config.params import INT32_MAX, BadInteger, int_param
-from django.db.models import Q, QuerySet
+from django.db.models import FloatField, Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 from django.http import QueryDict
 from runs.models import Run, Sample
+from runs.records import REASON_FILTERS, filter_by_reason
 
 MAX_K = 500
 MAX_QUERY_CHARS = 200
@@ -25,6 +28,11 @@ SORTS: dict[str, tuple[str, bool]] = {
     "advantage_desc": ("advantage", True), "advantage_asc": ("advantage", False),
 }  # fmt: skip
 """Sort name -> (field, descending); ties go by sample index."""
+PART_FIELDS = ("score", "overlong_penalty", "reward")
+"""Reward parts stored as columns; ``reward/<name>`` is one reward's own score (Sample.reward_scores)."""
+PART_OPS = {"lt": "lt", "le": "lte", "eq": "", "ne": "", "ge": "gte", "gt": "gt"}
+"""The comparison of the reward-part filter -> its Django lookup (eq and ne compare within PART_EQ_TOL)."""
+PART_EQ_TOL = 1e-9
 
 
 class BadQuery(ValueError):
@@ -54,6 +62,12 @@ class SampleFilter:
     length_max: int | None = None
     problem: int | None = None
     q: str = ""
+    reason: str = ""
+    """Why the step did not train on it (runs.records.REASON_FILTERS): "" any."""
+    part: str = ""
+    """A reward part to compare (PART_FIELDS or reward/<name>), with ``part_op`` and ``part_value``."""
+    part_op: str = ""
+    part_value: float | None = None
     sort: str = "index"
     rank: str = ""
     """"top" or "bottom": the k best or worst samples by ``rank_by`` (a flat list)."""
@@ -78,7 +92,12 @@ class SampleFilter:
             raise BadQuery("q: the search text must not contain NUL characters")
         if len(q) > MAX_QUERY_CHARS:
             raise BadQuery(f"q: the search text is limited to {MAX_QUERY_CHARS} characters")
+        part, part_op, part_value = _part(params)
         return cls(
+            reason=choice(params, "reason", REASON_FILTERS),
+            part=part,
+            part_op=part_op,
+            part_value=part_value,
             split=choice(params, "split", ("train", "val")),
             step=step,
             acc=_bool(params, "acc"),
@@ -114,7 +133,27 @@ class SampleFilter:
             qs = qs.filter(tokens__isnull=not self.tokens)
         if self.q:
             qs = qs.filter(Q(prompt__icontains=self.q) | Q(response__icontains=self.q))
+        qs = filter_by_reason(qs, self.reason)
+        if self.part and self.part_value is not None:
+            qs = self._part_filter(qs)
         return qs
+
+    def _part_filter(self, qs: QuerySet[Sample]) -> QuerySet[Sample]:
+        """Samples whose reward part compares with ``part_value``; a sample without that part never
+        matches (not even "≠")."""
+        column = self.part
+        if self.part.startswith("reward/"):
+            name = self.part.removeprefix("reward/")
+            qs = qs.annotate(part_score=Cast(KeyTextTransform(name, "reward_scores"), FloatField()))
+            column = "part_score"
+        value = float(self.part_value or 0.0)
+        if self.part_op == "eq":
+            return qs.filter(**{f"{column}__range": (value - PART_EQ_TOL, value + PART_EQ_TOL)})
+        if self.part_op == "ne":
+            return qs.filter(
+                Q(**{f"{column}__lt": value - PART_EQ_TOL}) | Q(**{f"{column}__gt": value + PART_EQ_TOL})
+            )
+        return qs.filter(**{f"{column}__{PART_OPS[self.part_op]}": value})
 
     def ordered(self, qs: QuerySet[Sample]) -> QuerySet[Sample]:
         """Ranked (top/bottom-k, cut to k) or sorted; ties by step and sample index."""
@@ -172,6 +211,25 @@ def _bool(params: QueryDict, name: str) -> bool | None:
     if raw in ("false", "0", "no"):
         return False
     raise BadQuery(f"{name}: must be true, false or any, got {raw[:40]!r}")
+
+
+def _part(params: QueryDict) -> tuple[str, str, float | None]:
+    """The reward-part filter: ``part`` (score, overlong_penalty, reward or reward/<name>), ``part_op``
+    (lt, le, eq, ne, ge, gt; default eq) and ``part_value`` (a number), all or none."""
+    part = params.get("part", "").strip()
+    value = _float(params, "part_value")
+    if not part:
+        if value is not None:
+            raise BadQuery("part: name the reward part that part_value compares")
+        return "", "", None
+    if "\x00" in part or len(part) > MAX_QUERY_CHARS:
+        raise BadQuery(f"part: at most {MAX_QUERY_CHARS} characters, no NUL")
+    if part not in PART_FIELDS and not (part.startswith("reward/") and len(part) > len("reward/")):
+        raise BadQuery(f"part: must be one of {', '.join(PART_FIELDS)} or reward/<name>, got {part[:40]!r}")
+    op = choice(params, "part_op", tuple(PART_OPS)) if params.get("part_op") else "eq"
+    if value is None:
+        raise BadQuery("part_value: give the number to compare the part with")
+    return part, op, value
 
 
 def choice(params: QueryDict, name: str, choices: tuple[str, ...]) -> str:

@@ -25,9 +25,11 @@ from runs.access import run_for
 from runs.models import Run, Sample
 from runs.records import distinct_ascending
 
-from dapo.rewards import parse_names, parse_weights
 from inspector import exports
 from inspector.curves import key_curves, nearest_step
+from inspector.discards import reason_badge, step_discards
+from inspector.explainer import explain_tokens
+from inspector.reward_breakdown import breakdown, part_choices, weights_by_name
 from inspector.sample_filter import SORTS, BadQuery, NoSuchStep, SampleFilter, choice
 from inspector.sample_view import clip_params, mark_answer, token_view
 from inspector.timeline import problem_timeline
@@ -131,6 +133,8 @@ def _groups(run: Run, f: SampleFilter, matches: list[Match]) -> tuple[list[dict[
             prompt_text=Max(Substr("prompt", 1, PROMPT_CHARS)),
             prompt_chars=Max(Length("prompt")),
             truth=Max("ground_truth"),
+            reason=Max("discard_reason", filter=~Q(discard_reason="overlong")),
+            overlong_n=Count("id", filter=Q(discard_reason="overlong")),
         )
         .order_by()
     )
@@ -142,7 +146,8 @@ def _groups(run: Run, f: SampleFilter, matches: list[Match]) -> tuple[list[dict[
     for g in page:
         s = by_group[g]
         badge = group_badge(s["n"], s["correct"], s["kept_n"] > 0, f.split)
-        groups.append({**s, "badge": badge, "truth": s["truth"][:500]})
+        why = reason_badge(s["reason"])
+        groups.append({**s, "badge": badge, "reason_badge": why, "truth": s["truth"][:500]})
     return groups, len(order)
 
 
@@ -165,6 +170,9 @@ def page_data(run: Run, params: QueryDict) -> dict[str, Any]:
         "groups_per_page": GROUPS_PER_PAGE,
         "step": f.step,
         "snapped_from": snapped_from,
+        "parts": part_choices(run),
+        "reward_weights": weights_by_name(run),
+        "discards": None,
     }
     if f.step is None:
         return {**data, "summary": None, "matching": 0, "pages": 0, "groups": [], "samples": []}
@@ -174,6 +182,7 @@ def page_data(run: Run, params: QueryDict) -> dict[str, Any]:
         raise NoSuchStep(f"Step {f.step} has no {split} samples ({span}).")
     matches = _matches(f, f.queryset(run))
     data["summary"] = step_summary(run, split, f.step)
+    data["discards"] = step_discards(run, split, f.step, data["summary"]["kept_groups"])
     data["matching"] = len(matches)
     if data["view"] == "groups":
         data["groups"], total = _groups(run, f, matches)
@@ -279,7 +288,9 @@ def sample_page(request: HttpRequest, run_id: int, sample_pk: int) -> HttpRespon
         "tokens": token_view(sample, clip),
         "clip": clip,
         "token_knob": _config_value(run, "logging", "token_data_samples_per_step"),
-        "reward_parts": reward_parts(run, sample),
+        "breakdown": breakdown(run, sample),
+        "reason": reason_badge(sample.discard_reason),
+        "explain": explain_tokens(run, sample, clip),
         "group_page": sample.group // GROUPS_PER_PAGE + 1,
         "previous": before.values_list("id", flat=True).first(),
         "next": after.values_list("id", flat=True).first(),
@@ -317,26 +328,6 @@ def problem_page(request: HttpRequest, run_id: int, problem_index: int) -> HttpR
         chart={"series": timeline["series"], "split": split},
     )
     return render(request, "inspector/problem.html", context)
-
-
-def reward_parts(run: Run, sample: Sample) -> list[dict[str, Any]]:
-    """Each reward's own score, weight and weighted part of the sample's score, when the run combined
-    several rewards (data.reward_fn and data.reward_weights of its config)."""
-    scores = sample.reward_scores or {}
-    if len(scores) < 2:
-        return []
-    # The config's order, never the stored dict's: PostgreSQL's jsonb keeps keys sorted its own way, and
-    # the i-th weight belongs to the i-th reward named in data.reward_fn.
-    named = parse_names(str(_config_value(run, "data", "reward_fn")))
-    names = [n for n in named if n in scores] + [n for n in scores if n not in named]
-    try:
-        weights = parse_weights(str(_config_value(run, "data", "reward_weights")), len(names))
-    except ValueError:
-        weights = [1.0] * len(names)
-    return [
-        {"name": n, "score": scores[n], "weight": w, "part": w * scores[n]}
-        for n, w in zip(names, weights, strict=True)
-    ]
 
 
 def _config_value(run: Run, section: str, name: str) -> Any:

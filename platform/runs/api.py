@@ -9,7 +9,7 @@ GET  /api/runs/<id>/metrics/         ?names=a,b&min_step=&max_step=&max_points=
 GET  /api/runs/<id>/distributions/   ?min_step=&max_points=: per-step quantiles (reward, length, advantage,
                                      entropy, ratio) at 0, 5, ..., 100 percent
 GET  /api/runs/<id>/hardware/        ?max_per_worker=: CPU, memory and GPU samples of the run's processes
-GET  /api/runs/<id>/samples/         ?step=&split=&acc=&kept=&truncated=&q=&page=&page_size=
+GET  /api/runs/<id>/samples/         ?step=&split=&acc=&kept=&truncated=&reason=&q=&page=&page_size=
 POST /api/runs/<id>/export/          {"step"?: N, "name"?: "..."}: a checkpoint into the model catalog (202)
 GET  /api/runs/<id>/export/          the run's exports and their state (queued, running, done, failed)
 GET  /api/runs/<id>/log/             ?offset=|tail=: the run's log in chunks of whole lines (runs.log_views)
@@ -40,7 +40,7 @@ from runs.configuring import build_config, shown, validate_name
 from runs.events import publish, status_event
 from runs.model_exports import ModelExport, request_export, steps_on_disk
 from runs.models import Run, Sample, Status
-from runs.records import DISTRIBUTION_LEVELS
+from runs.records import DISTRIBUTION_LEVELS, REASON_FILTERS, filter_by_reason
 from runs.series import HARDWARE_MAX_SAMPLES, distribution_series, hardware_series, list_row, metric_series
 from runs.starts import resume_step
 
@@ -278,6 +278,8 @@ class RunHardware(APIView):
         split=(str, "train or val."), acc=(bool, "Correct (true) or wrong (false)."),
         kept=(bool, "Kept by dynamic sampling or filtered."), truncated=(bool, "Hit the length limit."),
         q=(str, "Text in the prompt, response or prediction."),
+        reason=(str, "Why the step did not train on it: trained, discarded, all_correct, all_wrong, "
+                     "no_variance, surplus or overlong."),
     )
 )  # fmt: skip
 class RunSamples(generics.ListAPIView):
@@ -298,6 +300,10 @@ class RunSamples(generics.ListAPIView):
         for flag in ("acc", "kept", "truncated"):
             if (value := query_bool(self.request, flag)) is not None:
                 samples = samples.filter(**{flag: value})
+        if reason := self.request.query_params.get("reason"):
+            if reason not in REASON_FILTERS:
+                raise ValidationError({"reason": f"must be one of {', '.join(REASON_FILTERS[1:])}"})
+            samples = filter_by_reason(samples, reason)
         if q := self.request.query_params.get("q", "").replace("\x00", "").strip():
             samples = samples.filter(Q(response__icontains=q) | Q(prompt__icontains=q) | Q(pred__icontains=q))
         return samples.order_by("-step", "split", "sample_index")

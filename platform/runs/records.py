@@ -38,6 +38,31 @@ def distinct_ascending(model: type[models.Model], column: str, **equal: Any) -> 
         return [value for (value,) in cursor.fetchall()]
 
 
+DISCARD_REASONS = ("all_correct", "all_wrong", "no_variance", "surplus", "overlong")
+"""Sample.discard_reason's values besides "" (trained): a group's (dapo.sampling.DISCARD_REASONS), then a
+sample's own (overlong filtering masked it)."""
+REASON_FILTERS = ("", "trained", "discarded", *DISCARD_REASONS)
+"""What a reason filter takes: any, trained (in the loss), discarded (any reason), or one reason."""
+
+
+def filter_by_reason(qs: models.QuerySet[Any], reason: str) -> models.QuerySet[Any]:
+    """The samples of ``qs`` with ``reason`` (one of REASON_FILTERS; "" keeps all): the inspector's and
+    the API's reason filter."""
+    if reason == "trained":
+        return qs.filter(kept=True).exclude(discard_reason="overlong")
+    if reason == "discarded":
+        return qs.filter(models.Q(kept=False) | models.Q(discard_reason="overlong"))
+    return qs.filter(discard_reason=reason) if reason else qs
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 class MetricPoint(models.Model):
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="metric_points")
     step = models.IntegerField()
@@ -68,9 +93,17 @@ class Sample(models.Model):
         "length",
         "truncated",
         "kept",
+        "discard_reason",
     ]
     """What the reward and the advantage made of the response (the inspector's list columns)."""
-    TOKEN_FIELDS = ["tokens", "token_logprobs", "token_entropy", "token_ratio"]
+    TOKEN_FIELDS = [
+        "tokens",
+        "token_logprobs",
+        "token_entropy",
+        "token_ratio",
+        "token_old_logprobs",
+        "token_new_logprobs",
+    ]
     """Per-token arrays: loaded only for the one sample shown in full, and in exports that ask."""
     UPDATABLE = [
         "group",
@@ -80,6 +113,7 @@ class Sample(models.Model):
         *SCORING_FIELDS,
         *TOKEN_FIELDS,
         "reward_scores",
+        "update_info",
     ]
     """What a re-reported step overwrites (the key is run, step, split, sample_index)."""
 
@@ -107,6 +141,14 @@ class Sample(models.Model):
     token_ratio = models.JSONField(null=True, blank=True)
     reward_scores = models.JSONField(null=True, blank=True)
     """Each reward's own score by name, before its weight (dapo SampleRecord.reward_scores)."""
+    discard_reason = models.CharField(max_length=16, blank=True, default="", db_default="")
+    """Why the step did not train on it ("" trained; inspector.discards.REASONS); "" in rows of older runs."""
+    token_old_logprobs = models.JSONField(null=True, blank=True)
+    """log π_old per token as the loss used it (the objective explainer; samples with token data)."""
+    token_new_logprobs = models.JSONField(null=True, blank=True)
+    """log π_θ per token at the sample's first optimiser step."""
+    update_info = models.JSONField(null=True, blank=True)
+    """A trained sample's mini-batch and its counts (dapo SampleRecord.update_info)."""
 
     class Meta:
         constraints = [
@@ -122,7 +164,11 @@ class Sample(models.Model):
 
     @classmethod
     def from_record(cls, run_id: int, record: Any) -> Sample:
-        fields = {name: getattr(record, name) for name in cls.UPDATABLE if name != "reward_scores"}
+        fields: dict[str, Any] = {n: getattr(record, n, None) for n in cls.UPDATABLE if n != "reward_scores"}
+        fields["discard_reason"] = str(fields["discard_reason"] or "")[:16]
+        for name in ("token_old_logprobs", "token_new_logprobs"):  # NaN and Infinity are not JSON
+            values = fields[name]
+            fields[name] = [_finite(v) for v in values] if isinstance(values, list) else None
         for name in ("score", "overlong_penalty", "reward", "advantage"):
             value = float(fields[name])
             fields[name] = value if math.isfinite(value) else 0.0
@@ -156,6 +202,7 @@ class Sample(models.Model):
             "length": self.length,
             "truncated": self.truncated,
             "kept": self.kept,
+            "discard_reason": self.discard_reason,
         }
 
 

@@ -208,8 +208,8 @@ def test_two_fsdp_learners_compute_the_one_process_loss_gradients_and_step(two_r
         assert ours == pytest.approx(theirs, abs=1e-5)
     # the two shards' metrics add up to the one-process update's, with the same ratios
     shards = shard_update(two_ranks["batches"][0], WORLD)
-    metrics, ratios, _ = merge_updates(run["shards"], [rows for _, rows in shards])
-    ref_metrics, ref_ratios, _ = ref["update"]
+    metrics, ratios, _, _ = merge_updates(run["shards"], [rows for _, rows in shards])
+    ref_metrics, ref_ratios, _, _ = ref["update"]
     assert ref_metrics["actor/pg_loss"] != 0.0 and ref_metrics["actor/pg_clipfrac"] > 0.0
     for name in ("actor/pg_loss", "actor/pg_clipfrac", "actor/entropy_update", "actor/grad_norm"):
         assert metrics[name] == pytest.approx(ref_metrics[name], rel=1e-5, abs=1e-7), name

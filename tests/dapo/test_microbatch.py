@@ -137,7 +137,7 @@ def test_a_token_budget_update_equals_one_big_micro_batch(tiny_config):
     budget = actor_with(tiny_config, micro_batch_max_tokens=76, weight_decay=0.0)
     rows = actor_with(tiny_config, micro_batch_size=3, weight_decay=0.0)
     batch = update_batch(whole)
-    (want, want_ratios, _), (got, got_ratios, _), (by_rows, _, _) = (
+    (want, want_ratios, _, _), (got, got_ratios, _, _), (by_rows, _, _, _) = (
         a.update(batch) for a in (whole, budget, rows)
     )
     for key in (

@@ -53,8 +53,8 @@ def test_the_shortcut_gives_the_recomputed_loss_gradients_and_weights(tiny_confi
     reference = actor_with(tiny_config, micro_batch_size=64, grad_clip=1e6)
     shortcut = actor_with(tiny_config, micro_batch_size=3, grad_clip=1e6)
     want_lp, want_ent = reference.compute_logprobs(*_rows(one_minibatch(reference, recompute=False)))
-    want, want_ratios, none = reference.update(one_minibatch(reference, recompute=True))
-    got, got_ratios, got_ent = shortcut.update(one_minibatch(shortcut, recompute=False))
+    want, want_ratios, none, want_new = reference.update(one_minibatch(reference, recompute=True))
+    got, got_ratios, got_ent, got_new = shortcut.update(one_minibatch(shortcut, recompute=False))
     assert none == {}  # entropies come back only when the old forward was skipped
     assert want["actor/pg_loss"] != 0.0
     for key in ("actor/pg_loss", "actor/entropy_update", "actor/grad_norm"):
@@ -65,6 +65,8 @@ def test_the_shortcut_gives_the_recomputed_loss_gradients_and_weights(tiny_confi
     for row, ratio in got_ratios.items():
         assert ratio == [1.0] * len(want_lp[row])
         assert want_ratios[row] == pytest.approx(ratio, abs=1e-5)
+        # the new log-probs handed back for the token view are the old policy's, as the loss saw them
+        assert got_new[row] == pytest.approx(want_lp[row], abs=1e-5) == want_new[row]
     # the entropies handed back are the old policy's, for every row, at the response's length
     assert sorted(got_ent) == list(range(12))
     for row, ent in got_ent.items():

@@ -62,6 +62,10 @@ def test_it_reports_the_step_stats():
         "train/frac_all_correct": pytest.approx(2 / 6),
         "train/frac_all_wrong": pytest.approx(2 / 6),
         "train/gen_limit_hit": 0.0,
+        "train/discarded_groups/all_correct": 2.0,
+        "train/discarded_groups/all_wrong": 2.0,
+        "train/discarded_groups/no_variance": 0.0,
+        "train/discarded_groups/surplus": 0.0,
     }
 
 
@@ -147,3 +151,29 @@ def test_it_rejects_a_round_whose_sizes_disagree():
         filler.add([1, 2, 3], [True, True], acc=[True] * 3)
     with pytest.raises(ValueError, match="acc values"):
         filler.add([1, 2, 3, 4], [True, True], acc=[True] * 3)
+
+
+def test_it_names_why_each_group_was_not_trained_and_counts_the_reasons():
+    filler = GroupBatchFiller(train_batch_size=2, group_size=2)
+    # round 1: mixed (kept), all right, all wrong; round 2: mixed twice (the second is surplus), mixed
+    # acc but a constant filter metric (dropped with no variance)
+    filler.add(
+        ["a0", "a1", "b0", "b1", "c0", "c1"],
+        [True, False, False],
+        acc=[True, False, True, True, False, False],
+    )
+    filler.add(
+        ["d0", "d1", "e0", "e1", "f0", "f1"], [True, True, False], acc=[True, False, False, True, True, False]
+    )
+    assert filler.batch() == ["a0", "a1", "d0", "d1"]
+    assert filler.group_reasons() == ["", "all_correct", "all_wrong", "", "surplus", "no_variance"]
+    m = filler.metrics()
+    assert {k: v for k, v in m.items() if k.startswith("train/discarded_groups/")} == {
+        "train/discarded_groups/all_correct": 1.0,
+        "train/discarded_groups/all_wrong": 1.0,
+        "train/discarded_groups/no_variance": 1.0,
+        "train/discarded_groups/surplus": 1.0,
+    }
+    # the reasons agree with the older stats: kept before the cut = trained + surplus
+    assert m["train/num_prompts_kept"] == 2 + m["train/discarded_groups/surplus"]
+    assert m["train/frac_all_correct"] * m["train/num_prompts_generated"] == 1.0

@@ -74,9 +74,9 @@ def test_an_update_of_groups_matches_one_without_prompt_sharing(tiny_config, mon
         ratio_rows=[],
         old_is_current=True,
     )
-    got, _, got_ent = shared.update(batch)
+    got, _, got_ent, _ = shared.update(batch)
     monkeypatch.setattr("dapo.actor.shares_prompts", lambda *_: False)
-    want, _, want_ent = plain.update(batch)
+    want, _, want_ent, _ = plain.update(batch)
     for key in ("actor/pg_loss", "actor/entropy_update", "actor/grad_norm"):
         assert got[key] == pytest.approx(want[key], rel=1e-5, abs=1e-7), key
     for row in want_ent:

@@ -14,15 +14,37 @@
     return node;
   };
   const fmt = (v, digits = 3) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits).replace(/\.?0+$/, "") || "0");
-  // The reward cell; with several rewards (data.reward_fn), each one's own score on hover and a mark.
+  // The reward cell, broken into its parts when it has several (each reward of data.reward_fn, weighted, and
+  // the overlong penalty): the total, then one line per part; each one's own score on hover.
+  let rewardWeights = {};
   const rewardCell = (s) => {
-    const td = el("td", "num", fmt(s.reward));
+    const td = el("td", "num reward-cell", null);
+    td.appendChild(el("span", "reward-total", fmt(s.reward)));
     const parts = Object.entries(s.reward_scores || {});
-    if (parts.length > 1) {
-      td.title = parts.map(([name, v]) => `${name}: ${fmt(v)}`).join("\n");
+    const lines = parts.length > 1 ? parts.map(([name, v]) => {
+      const w = rewardWeights[name] ?? 1;
+      return `${name} ${fmt(v)}${w !== 1 ? ` × ${fmt(w)}` : ""}`;
+    }) : [];
+    if (s.overlong_penalty) lines.push(...(parts.length > 1 ? [] : [`score ${fmt(s.score)}`]), `overlong ${fmt(s.overlong_penalty)}`);
+    if (lines.length) {
+      const box = el("span", "reward-parts-inline");
+      for (const line of lines) box.appendChild(el("span", "rpart", line));
+      td.appendChild(box);
+      td.title = [...parts.map(([name, v]) => `${name}: ${fmt(v)} (weight ${fmt(rewardWeights[name] ?? 1)})`),
+        `overlong penalty: ${fmt(s.overlong_penalty)}`].join("\n");
       td.classList.add("has-parts");
     }
     return td;
+  };
+  // The badge of why the step did not train on a sample or a group (inspector.discards.REASONS).
+  const REASON_LABELS = { all_correct: "dropped: all correct", all_wrong: "dropped: all wrong",
+    no_variance: "dropped: no variance", surplus: "surplus: batch full", overlong: "overlong-filtered" };
+  const reasonBadge = (reason, help) => {
+    if (!reason || !REASON_LABELS[reason]) return null;
+    const b = el("span", "rbadge", REASON_LABELS[reason]);
+    b.dataset.reason = reason;
+    if (help) b.title = help;
+    return b;
   };
   const pct = (v) => (v === null || v === undefined ? "–" : `${Math.round(100 * v)}%`);
 
@@ -37,7 +59,7 @@
     let seq = 0;
     const form = $("filter-form");
     const FILTERS = ["acc", "kept", "truncated", "tokens", "reward_min", "reward_max", "length_min", "length_max",
-      "q", "sort", "view", "rank", "k", "rank_by", "problem"];
+      "q", "sort", "view", "rank", "k", "rank_by", "problem", "reason", "part", "part_op", "part_value"];
 
     // ---- state <-> form and URL ---------------------------------------------------------------
 
@@ -54,6 +76,7 @@
       for (const name of FILTERS) {
         const v = $(`f-${name}`).value.trim();
         const dflt = { sort: "index", view: "groups", rank_by: "reward" }[name] || "";
+        if ((name === "part_op" || name === "part_value") && !$("f-part").value) continue;
         if (v !== "" && v !== dflt) p.set(name, v);
       }
       if (state.page > 1) p.set("page", state.page);
@@ -135,7 +158,7 @@
       });
     }
     form.addEventListener("submit", (e) => { e.preventDefault(); load({ page: null }); });
-    for (const name of ["acc", "kept", "truncated", "tokens", "sort", "view", "rank", "rank_by"]) {
+    for (const name of ["acc", "kept", "truncated", "tokens", "sort", "view", "rank", "rank_by", "reason"]) {
       $(`f-${name}`).addEventListener("change", () => load({ page: null }));
     }
     $("f-reset").addEventListener("click", () => { fillForm({}); load({ page: null }); });
@@ -145,8 +168,10 @@
     // ---- results ------------------------------------------------------------------------------------
 
     function render() {
+      rewardWeights = state.reward_weights || {};
       renderStepBar();
       renderSummary();
+      renderDiscards();
       renderExports();
       const results = $("results");
       results.replaceChildren();
@@ -207,6 +232,33 @@
         box.appendChild(chip);
       }
     }
+    // A train step's groups by why they were (not) trained: stored against the trainer's logged counts, with
+    // what a capped step left out; each count filters the rows to that reason.
+    function renderDiscards() {
+      const box = $("discards");
+      box.replaceChildren();
+      const d = state.discards;
+      box.hidden = !d;
+      if (!d) return;
+      box.appendChild(el("span", "label", "By reason"));
+      for (const row of d.rows) {
+        if (!row.stored && !row.logged) continue;
+        const item = el("button", "fact linkbtn reason-count");
+        item.type = "button";
+        item.dataset.reason = row.reason;
+        item.title = row.help;
+        const count = `${row.stored}${row.unit === "samples" ? " samples" : ""}`;
+        item.append(el("span", "label", row.label), " ", el("strong", null, count));
+        if (row.not_stored) item.appendChild(el("span", "not-stored", ` (${row.not_stored} more not stored)`));
+        if (row.logged !== null && row.logged !== undefined && row.logged !== row.stored) item.title += ` Logged: ${row.logged}.`;
+        item.addEventListener("click", () => { $("f-reason").value = row.reason; load({ page: null }); });
+        box.appendChild(item);
+      }
+      if (d.not_stored) {
+        const cap = d.cap >= 0 ? ` (logging.samples_per_step = ${d.cap})` : "";
+        box.appendChild(el("span", "fact not-stored", `${d.not_stored} of ${d.generated_samples} generated samples not stored${cap}`));
+      }
+    }
     function renderExports() {
       const whole = new URLSearchParams({ split, step: state.step ?? "" });
       const filtered = params({ page: null, view: null });
@@ -228,8 +280,11 @@
       problem.href = `${urls.problem}${g.problem}/?split=${split}`;
       const columns = el("a", "side-by-side", "side by side");
       columns.href = `${urls.page}step/${state.step}/group/${g.group}/?split=${split}`;
-      head.append(el("h3", null, `Group ${g.group}`), badge,
-        el("span", "muted small", `${g.correct}/${g.n} correct · mean reward ${fmt(g.mean_reward)}`), problem, columns);
+      head.append(el("h3", null, `Group ${g.group}`), badge);
+      const why = g.reason_badge && reasonBadge(g.reason_badge.reason, g.reason_badge.help);
+      if (why) head.appendChild(why);
+      const overlong = g.overlong_n ? ` · ${g.overlong_n} overlong-filtered` : "";
+      head.append(el("span", "muted small", `${g.correct}/${g.n} correct · mean reward ${fmt(g.mean_reward)}${overlong}`), problem, columns);
       const body = el("div", "group-body");
       const prompt = el("div", "group-prompt");
       const cut = g.prompt_chars > g.prompt_text.length ? ` (first ${g.prompt_text.length} of ${g.prompt_chars} characters)` : "";
@@ -263,6 +318,8 @@
       link.href = tr.dataset.href;
       const first = el("td");
       first.appendChild(link);
+      const why = (flat || s.discard_reason === "overlong") && reasonBadge(s.discard_reason);
+      if (why) first.append(" ", why);
       const cells = [first];
       if (flat) {
         const group = el("a", null, s.group);

@@ -117,6 +117,21 @@
   box.setAttribute("aria-label", "Response tokens: use the arrow keys to read each token's values");
   info.setAttribute("aria-live", "polite");
   let current = -1;
+  // Selecting a token (a click, or the arrow keys) tells whoever listens (token_explain.js) which one.
+  function select(i) {
+    const old = box.querySelector(".tok.selected");
+    if (old) old.classList.remove("selected");
+    const span = box.querySelector(`.tok[data-i="${i}"]`);
+    if (span) span.classList.add("selected");
+    box.dispatchEvent(new CustomEvent("token-select", { detail: { index: i }, bubbles: true }));
+  }
+  box.addEventListener("click", (e) => {
+    const span = e.target.closest(".tok");
+    if (!span || !box.contains(span)) return;
+    current = Number(span.dataset.i);
+    info.textContent = describe(current);
+    select(current);
+  });
   box.addEventListener("keydown", (e) => {
     const moves = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
     let next = current;
@@ -133,6 +148,7 @@
     span.classList.add("current");
     span.scrollIntoView({ block: "nearest" });
     info.textContent = describe(current);
+    select(current);
   });
   box.addEventListener("mouseover", (e) => {
     const span = e.target.closest(".tok");

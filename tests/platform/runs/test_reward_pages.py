@@ -93,20 +93,24 @@ def test_each_rewards_score_is_stored_and_shown_per_sample(alice_client, alice_r
     s = Sample.objects.get(run=alice_run)
     assert s.reward_scores == scores
     html = alice_client.get(f"/runs/{alice_run.pk}/samples/{s.pk}/").content.decode()
-    assert 'id="reward-parts"' in html
-    assert '<td><code>regex</code></td><td class="num">-1.000</td><td class="num">0.500</td>' in html
+    assert 'id="reward-breakdown"' in html
+    # each reward's own score, its weight and the weighted part, in the config's order
+    assert html.index("<code>math_verify</code>") < html.index("<code>regex</code>")
+    assert '<td><code>regex</code></td><td class="num">-1.000</td><td class="muted">× 0.500</td>' in html
     assert '<td class="num">-0.500</td>' in html  # the weighted part
     data = alice_client.get(f"/runs/{alice_run.pk}/samples/data/", {"split": "train", "step": 1}).json()
     assert [row["reward_scores"] for g in data["groups"] for row in g["samples"]] == [scores]
+    assert data["reward_weights"] == {"math_verify": 1.0, "regex": 0.5}
 
 
-def test_a_single_rewards_sample_page_has_no_parts_table(alice_client, alice_run):
+def test_a_single_rewards_sample_page_shows_its_score_as_the_one_part(alice_client, alice_run):
     alice_run.record_step(StepReport(step=1, metrics={}, samples=[sample(1, 0)]))
     s = Sample.objects.get(run=alice_run)
     assert s.reward_scores is None
-    assert (
-        'id="reward-parts"' not in alice_client.get(f"/runs/{alice_run.pk}/samples/{s.pk}/").content.decode()
-    )
+    html = alice_client.get(f"/runs/{alice_run.pk}/samples/{s.pk}/").content.decode()
+    reward = alice_run.config["data"]["reward_fn"]
+    assert f'<td><code>{reward}</code></td><td class="num">1.000</td>' in html
+    assert 'data-part="score"' not in html  # one reward: no weighted sum row
 
 
 @pytest.fixture
