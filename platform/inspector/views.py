@@ -10,6 +10,7 @@ A problem's timeline is inspector.timeline; the exports are inspector.exports.
 from __future__ import annotations
 
 import bisect
+from dataclasses import replace
 from typing import Any
 
 from config.params import INT32_MAX
@@ -25,6 +26,7 @@ from runs.models import Run, Sample
 from runs.records import distinct_ascending
 
 from inspector import exports
+from inspector.curves import key_curves, nearest_step
 from inspector.discards import reason_badge, step_discards
 from inspector.explainer import explain_tokens
 from inspector.reward_breakdown import breakdown, part_choices, weights_by_name
@@ -154,6 +156,7 @@ def page_data(run: Run, params: QueryDict) -> dict[str, Any]:
     split = choice(params, "split", ("train", "val"))
     steps = sample_steps(run, split)
     f = SampleFilter.from_query(params, default_step=steps[-1] if steps else None)
+    f, snapped_from = _snap(f, steps, choice(params, "near", ("", "0", "1")) == "1")
     other = "val" if split == "train" else "train"
     data: dict[str, Any] = {
         "run": {"id": run.pk, "name": run.name, "status": run.status, "step": run.step},
@@ -166,6 +169,7 @@ def page_data(run: Run, params: QueryDict) -> dict[str, Any]:
         "page": f.page,
         "groups_per_page": GROUPS_PER_PAGE,
         "step": f.step,
+        "snapped_from": snapped_from,
         "parts": part_choices(run),
         "reward_weights": weights_by_name(run),
         "discards": None,
@@ -191,6 +195,17 @@ def page_data(run: Run, params: QueryDict) -> dict[str, Any]:
     return data
 
 
+def _snap(f: SampleFilter, steps: list[int], near: bool) -> tuple[SampleFilter, int | None]:
+    """With ``near`` (a click on a curve), a step without samples becomes the nearest one with samples;
+    returns the filter and the step asked for when it moved (else None)."""
+    if not near or f.step is None:
+        return f, None
+    step = nearest_step(steps, f.step)
+    if step is None or step == f.step:
+        return f, None
+    return replace(f, step=step, page=1), f.step
+
+
 # ---- views --------------------------------------------------------------------------------------------
 
 
@@ -212,6 +227,7 @@ def samples_page(request: HttpRequest, run_id: int) -> HttpResponse:
     context: dict[str, Any] = {"run": run, "urls": _urls(run)}
     try:
         context["data"] = page_data(run, request.GET)
+        context["curves"] = key_curves(run)
     except BadQuery as exc:
         return render(request, "inspector/samples.html", {**context, "error": str(exc)}, status=400)
     except NoSuchStep as exc:

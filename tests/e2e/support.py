@@ -49,12 +49,12 @@ def open_page(browser: Any, *, timeout_ms: int = 20_000, **context: Any) -> tupl
 
 
 @contextmanager
-def daphne_page(tmp_path: Path, chromium_path: str) -> Iterator[tuple[Any, list[str], str]]:
+def daphne_page(tmp_path: Path, chromium_path: str, **env_extra: str) -> Iterator[tuple[Any, list[str], str]]:
     """Daphne alone on the test database (rows are written by the test, no worker), and a page of chromium
-    logged in as alice: yields (page, script errors, base URL)."""
+    logged in as alice: yields (page, script errors, base URL). ``env_extra`` goes to daphne's environment."""
     from playwright.sync_api import sync_playwright
 
-    env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1")
+    env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1", **env_extra)
     port = stack.free_port()
     base = f"http://127.0.0.1:{port}"
     with stack.daphne(env, tmp_path / "daphne.log", port), sync_playwright() as p:

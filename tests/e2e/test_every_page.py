@@ -21,6 +21,11 @@ from tests.worker import stack
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600), pytest.mark.django_db(transaction=True)]
 
 PHONE = {"width": 390, "height": 844}
+# a response with what the render modes draw (render.js: markdown, math, a think block, highlighted code)
+RICH = (
+    "<think>Add the two: $1 + 1 = 2$.</think>\n**So** the sum is $$\\frac{4}{2} = 2$$\n\n"
+    "```python\ndef add(a, b):\n    return a + b  # two\n```\nAnswer: 2"
+)
 
 # the widest element sticking out of the viewport, for the failure message
 OVERFLOW_JS = """() => {
@@ -58,7 +63,7 @@ def seed(alice: Any, tmp_path: Any) -> dict[str, Any]:
             metrics = {"critic/score/mean": step / 5, "train/acc/mean": step / 6,
                        "actor/entropy": 1 - step / 10, "response_length/mean": 20 + step,
                        "actor/pg_clipfrac": 0.01 * step, "val/acc/mean@4": 0.4 + step / 20}  # fmt: skip
-            samples = [sample(step, i) for i in range(4)]
+            samples = [sample(step, i, response=RICH if i == 0 else "Answer: 2") for i in range(4)]
             run.record_step(StepReport(step=step, metrics=metrics, samples=samples))
         folder = tmp_path / "ckpt" / str(run.pk) / "step_000005"
         folder.mkdir(parents=True)
@@ -84,6 +89,7 @@ def pages(data: dict[str, Any]) -> list[str]:
         "/runs/", "/runs/new/", f"/runs/new/?from={a}", f"/runs/new/?fork={a}", "/runs/evaluate/",
         f"/runs/{a}/", f"/runs/{b}/", f"/runs/{a}/samples/", f"/runs/{a}/samples/{data['sample'].pk}/",
         f"/runs/{a}/problems/{data['sample'].problem_index}/", f"/runs/compare/?ids={a},{b}",
+        f"/runs/{a}/samples/step/{data['sample'].step}/group/{data['sample'].group}/",
         "/datasets/", f"/datasets/{data['dataset'].pk}/", "/models/", f"/models/{data['model'].pk}/",
         "/accounts/token/", "/accounts/notifications/",
         "/api/docs/", "/no/such/page/",

@@ -192,6 +192,8 @@
       $("page-label").textContent = `page ${state.page} of ${state.pages}`;
       $("page-prev").disabled = state.page <= 1;
       $("page-next").disabled = state.page >= state.pages;
+      // the curves beside the samples (inspector_curves.js) mark the step
+      document.dispatchEvent(new CustomEvent("inspector:step", { detail: { split, step: state.step, steps, snappedFrom: state.snapped_from } }));
     }
     function nothing() {
       if (state.page > state.pages) return `Page ${state.page} is past the last page (${state.pages}).`;
@@ -276,11 +278,13 @@
       badge.dataset.kept = g.badge.kept;
       const problem = el("a", null, `problem ${g.problem} timeline`);
       problem.href = `${urls.problem}${g.problem}/?split=${split}`;
+      const columns = el("a", "side-by-side", "side by side");
+      columns.href = `${urls.page}step/${state.step}/group/${g.group}/?split=${split}`;
       head.append(el("h3", null, `Group ${g.group}`), badge);
       const why = g.reason_badge && reasonBadge(g.reason_badge.reason, g.reason_badge.help);
       if (why) head.appendChild(why);
       const overlong = g.overlong_n ? ` · ${g.overlong_n} overlong-filtered` : "";
-      head.append(el("span", "muted small", `${g.correct}/${g.n} correct · mean reward ${fmt(g.mean_reward)}${overlong}`), problem);
+      head.append(el("span", "muted small", `${g.correct}/${g.n} correct · mean reward ${fmt(g.mean_reward)}${overlong}`), problem, columns);
       const body = el("div", "group-body");
       const prompt = el("div", "group-prompt");
       const cut = g.prompt_chars > g.prompt_text.length ? ` (first ${g.prompt_text.length} of ${g.prompt_chars} characters)` : "";
@@ -363,6 +367,7 @@
       if (ev.type === "step" || ev.type === "snapshot" || ev.type === "catchup") {
         if (ev.run) state.run.step = ev.run.step;
         stepsChanged();
+        document.dispatchEvent(new CustomEvent("inspector:metrics", { detail: ev })); // the curves grow
       }
       if (ev.run) {
         $("run-status").textContent = ev.run.status;
@@ -370,6 +375,13 @@
       }
     }
 
+    // A click on a curve: that split's samples at that step, or at the nearest step that has samples.
+    window.dapoInspector = {
+      goTo(toSplit, step) {
+        if (toSplit !== split) { split = toSplit; state.step = null; }
+        load({ split: toSplit, step, near: 1, page: null });
+      },
+    };
     fillForm(initial.filter);
     render();
     window.dapoLive.connect({

@@ -112,7 +112,18 @@
     const s = series.get(t.name);
     return { x: s.steps.slice(), y: s.values.slice(), name: t.label, type: "scatter",
       mode: lastStep < 40 ? "lines+markers" : "lines", marker: { size: 4 }, // a lone point must show
-      line: { width: 1.6, color: window.dapoCharts.color(i) }, hovertemplate: `${t.label}<br>step %{x}: %{y:.4g}<extra></extra>` };
+      line: { width: 1.6, color: window.dapoCharts.color(i) },
+      hovertemplate: `${t.label}<br>step %{x}: %{y:.4g}<br><i>click: this step's samples</i><extra></extra>` };
+  }
+  // A click on a point opens the inspector at that step: validation samples for a val/ or val-*/ metric,
+  // train samples otherwise; near=1 lands on the nearest step with samples when that step has none.
+  function openSamplesAt(chart, ev) {
+    const point = ev.points && ev.points[0];
+    const t = point && chart.bound[point.curveNumber];
+    if (!t) return;
+    const split = /^val[/-]/.test(t.name) ? "val" : "train";
+    const q = new URLSearchParams({ split, step: Math.round(point.x), near: 1 });
+    location.href = `${$("samples-link").getAttribute("href")}?${q}`;
   }
   function plot(chart) {
     resolveTraces(chart);
@@ -143,6 +154,7 @@
     const filename = `run-${runId}-${chart.title}`.replace(/[^A-Za-z0-9_.@-]+/g, "_"); // the camera button's PNG
     const config = { ...PLOT_CONFIG, toImageButtonOptions: { format: "png", filename, scale: 2 } };
     Plotly.react(chart.el, bound.map((t) => traceOf(t, chart)), layout, config);
+    if (!chart.plotted) chart.el.on("plotly_click", (ev) => openSamplesAt(chart, ev));
     chart.plotted = true;
     chart.stale = false;
   }

@@ -17,6 +17,7 @@ PAGE_STYLES = {
     "inspector/samples.html": "inspector.css",
     "inspector/sample.html": "inspector.css",
     "inspector/problem.html": "inspector.css",
+    "inspector/group.html": "inspector.css",
     "catalog/list.html": "datasets.css",
     "catalog/detail.html": "datasets.css",
     "catalog/models.html": "datasets.css",
