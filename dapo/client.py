@@ -87,8 +87,14 @@ class RunFailed(ClientError):
         self.run = run
 
 
-_ERRORS = {400: BadRequest, 413: BadRequest, 401: AuthenticationFailed, 403: PermissionDenied,
-           404: NotFound, 409: Conflict}  # fmt: skip
+_ERRORS = {
+    400: BadRequest,
+    413: BadRequest,
+    401: AuthenticationFailed,
+    403: PermissionDenied,
+    404: NotFound,
+    409: Conflict,
+}
 
 
 class Client:
@@ -125,8 +131,13 @@ class Client:
         picks (``base_model``, ``dataset``: a name, or an id; a dataset name means its newest version),
         then dotted ``overrides`` ({"optim.lr": 1e-5}). Returns the run; BadRequest lists bad fields."""
         body: dict[str, Any] = {"name": name}
-        for key, value in (("preset", preset), ("config", config), ("overrides", overrides),
-                           ("base_model", base_model), ("dataset", dataset)):  # fmt: skip
+        for key, value in (
+            ("preset", preset),
+            ("config", config),
+            ("overrides", overrides),
+            ("base_model", base_model),
+            ("dataset", dataset),
+        ):
             if value is not None:
                 body[key] = dict(value) if isinstance(value, Mapping) else value
         return self._request("POST", "/api/runs/", body=body)
@@ -146,8 +157,14 @@ class Client:
         """Queue an evaluation (no training) of a catalog model or a run's checkpoint ({"run": id,
         "step": N}) on catalog datasets, ``n`` samples a problem. Returns {"id", "kind"}."""
         body: dict[str, Any] = {"name": name, "datasets": list(datasets)}
-        optional = {"base_model": base_model, "checkpoint": checkpoint, "n": n, "max_problems": max_problems,
-                    "preset": preset, "overrides": overrides}  # fmt: skip
+        optional = {
+            "base_model": base_model,
+            "checkpoint": checkpoint,
+            "n": n,
+            "max_problems": max_problems,
+            "preset": preset,
+            "overrides": overrides,
+        }
         for key, value in optional.items():
             if value is not None:
                 body[key] = dict(value) if isinstance(value, Mapping) else value
@@ -215,8 +232,12 @@ class Client:
     ) -> dict[str, dict[str, list[Any]]]:
         """{metric name: {"steps": [...], "values": [...]}} (every metric unless ``names``); ``max_points``
         thins each series evenly, keeping both ends."""
-        params = {"names": ",".join(names) if names else None, "min_step": min_step, "max_step": max_step,
-                  "max_points": max_points}  # fmt: skip
+        params = {
+            "names": ",".join(names) if names else None,
+            "min_step": min_step,
+            "max_step": max_step,
+            "max_points": max_points,
+        }
         return self._request("GET", f"/api/runs/{_id(run_id)}/metrics/", params=params)["metrics"]
 
     def metrics_frame(self, run_id: int, names: list[str] | None = None, **kwargs: Any) -> Any:
@@ -228,8 +249,10 @@ class Client:
             raise ImportError(
                 "metrics_frame needs pandas (pip install pandas); metrics() returns the same data as dicts"
             ) from None
-        columns = {name: dict(zip(s["steps"], s["values"], strict=True))
-                   for name, s in self.metrics(run_id, names, **kwargs).items()}  # fmt: skip
+        columns = {
+            name: dict(zip(s["steps"], s["values"], strict=True))
+            for name, s in self.metrics(run_id, names, **kwargs).items()
+        }
         frame = pandas.DataFrame(columns).sort_index()
         frame.index.name = "step"
         return frame
@@ -249,8 +272,15 @@ class Client:
         """Every sample that matches, newest step first, fetched a page (``page_size``, at most 500) at a
         time as the iteration goes: ``split`` "train" or "val", ``acc`` correct or not, ``kept`` by
         dynamic sampling, ``truncated`` at the length limit, ``q`` text in prompt, response or answer."""
-        params = {"step": step, "split": split, "acc": acc, "kept": kept, "truncated": truncated, "q": q,
-                  "page_size": page_size}  # fmt: skip
+        params = {
+            "step": step,
+            "split": split,
+            "acc": acc,
+            "kept": kept,
+            "truncated": truncated,
+            "q": q,
+            "page_size": page_size,
+        }
         return self._pages(f"/api/runs/{_id(run_id)}/samples/", params)
 
     # ---- the catalog --------------------------------------------------------------------------------

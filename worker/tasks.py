@@ -204,9 +204,12 @@ def launch_run(self: Task, run_id: int) -> str:
             else:
                 start = prepare_start(run, run_dir(run))
                 result = load_runner()(
-                    config, out_dir=run_dir(run), sinks=[sink], resume=start is not None,
+                    config,
+                    out_dir=run_dir(run),
+                    sinks=[sink],
+                    resume=start is not None,
                     resume_from=start,
-                )  # fmt: skip
+                )
         except DB_ERRORS:
             # The database stayed away past the retry window: the run stays "running" without a
             # heartbeat, so the reaper queues it again once its lease runs out, and it resumes.

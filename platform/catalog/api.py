@@ -121,8 +121,10 @@ class ModelDetail(APIView):
         out["present"] = folder.is_dir()
         if out["present"]:
             out["details"] = inspect_model(folder)
-        out["runs"] = [{"id": r.pk, "name": r.name, "kind": r.kind, "status": r.status}
-                       for r in runs_using_model(model, request.user)[:500]]  # fmt: skip
+        out["runs"] = [
+            {"id": r.pk, "name": r.name, "kind": r.kind, "status": r.status}
+            for r in runs_using_model(model, request.user)[:500]
+        ]
         return Response(out)
 
 
@@ -142,9 +144,16 @@ class DatasetDetail(APIView):
 
     def get(self, request: Request, dataset_id: int) -> Response:
         dataset = get_object_or_404(Dataset, pk=dataset_id)
-        versions = [{"id": v.pk, "version": v.version, "content_hash": v.content_hash,
-                     "row_count": v.row_count, "created_at": v.created_at.isoformat()}
-                    for v in dataset.versions()]  # fmt: skip
+        versions = [
+            {
+                "id": v.pk,
+                "version": v.version,
+                "content_hash": v.content_hash,
+                "row_count": v.row_count,
+                "created_at": v.created_at.isoformat(),
+            }
+            for v in dataset.versions()
+        ]
         return Response({**dataset_json(dataset), "versions": versions})
 
     def delete(self, request: Request, dataset_id: int) -> Response:

@@ -21,9 +21,16 @@ MAX_HEADER_BYTES = 100 * 1024 * 1024
 TOKENIZER_VOCABULARIES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
 """Files that carry a tokenizer's vocabulary (fast tokenizer, sentencepiece, BPE, WordPiece)."""
 SHAPE_KEYS = (
-    "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-    "head_dim", "vocab_size", "max_position_embeddings", "tie_word_embeddings",
-)  # fmt: skip
+    "num_hidden_layers",
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "max_position_embeddings",
+    "tie_word_embeddings",
+)
 
 
 class ModelCheckError(ValueError):
@@ -150,8 +157,14 @@ def _header(file: Path, size: int) -> dict[str, Any]:
             raise ValueError("the safetensors header does not parse") from None
     if not isinstance(header, dict):
         raise ValueError("the safetensors header is not a JSON object")
-    ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict)
-            and isinstance(t.get("data_offsets"), list) and len(t["data_offsets"]) == 2]  # fmt: skip
+    ends = [
+        t["data_offsets"][1]
+        for k, t in header.items()
+        if k != "__metadata__"
+        and isinstance(t, dict)
+        and isinstance(t.get("data_offsets"), list)
+        and len(t["data_offsets"]) == 2
+    ]
     if ends and 8 + length + max(ends) > size:
         raise ValueError(
             f"truncated: the tensors need {8 + length + max(ends):,} bytes, the file has {size:,}"

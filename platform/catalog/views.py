@@ -40,9 +40,11 @@ def _render_list(
     request: HttpRequest, upload: UploadForm, register: RegisterForm, status: int = 200, refused: str = ""
 ) -> HttpResponse:
     counts = dict(Dataset.objects.values_list("name").annotate(n=Count("id")).order_by())
-    newest = Dataset.objects.filter(version=Subquery(
-        Dataset.objects.filter(name=OuterRef("name")).order_by("-version").values("version")[:1]
-    ))  # fmt: skip
+    newest = Dataset.objects.filter(
+        version=Subquery(
+            Dataset.objects.filter(name=OuterRef("name")).order_by("-version").values("version")[:1]
+        )
+    )
     datasets = list(newest.select_related("created_by"))
     for dataset in datasets:  # for the template: the newest version of each name
         used = solve.runs_using(dataset, request.user)

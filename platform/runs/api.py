@@ -65,8 +65,10 @@ def query_params(**described: tuple[type, str]) -> list[Any]:
     """Query parameters for the schema and /api/docs/: name=(type, description)."""
     if OpenApiParameter is None:
         return []
-    return [OpenApiParameter(name, kind, OpenApiParameter.QUERY, description=text)
-            for name, (kind, text) in described.items()]  # fmt: skip
+    return [
+        OpenApiParameter(name, kind, OpenApiParameter.QUERY, description=text)
+        for name, (kind, text) in described.items()
+    ]
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -75,9 +77,15 @@ class RunSerializer(serializers.ModelSerializer):
         fields = ["id"]
 
     def to_representation(self, run: Run) -> dict[str, Any]:
-        out = {**list_row(run), "latest_metrics": run.latest_metrics, "config": run.config,
-               "parent": run.parent_id, "fork_step": run.fork_step, "notes": run.notes,
-               "data_files": run.data_files}  # fmt: skip
+        out = {
+            **list_row(run),
+            "latest_metrics": run.latest_metrics,
+            "config": run.config,
+            "parent": run.parent_id,
+            "fork_step": run.fork_step,
+            "notes": run.notes,
+            "data_files": run.data_files,
+        }
         request = self.context.get("request")
         if request is not None and access.can_write(request.user, run):
             out |= manage.sharing(run)
@@ -162,13 +170,14 @@ def query_bool(request: Request, name: str) -> bool | None:
 
 @extend_schema(
     parameters=query_params(
-        status=(str, "queued, running, succeeded, failed or cancelled."), q=(str, "Text in the run's name."),
+        status=(str, "queued, running, succeeded, failed or cancelled."),
+        q=(str, "Text in the run's name."),
         filter=(str, "Terms joined by 'and': optim.lr < 1e-4 and val/acc/mean@4 > 0.8 and tags has x."),
         sort=(str, "A field, '-' first for descending: -val/acc/mean@4, optim.lr, name (default -created)."),
         columns=(str, "Fields whose values each row carries in 'columns', comma-separated."),
         archived=(str, "active (default), archived or all."),
     )
-)  # fmt: skip
+)
 class RunListCreate(generics.ListAPIView):
     serializer_class = RunListSerializer
 
@@ -342,14 +351,20 @@ class RunHardware(APIView):
 
 @extend_schema(
     parameters=query_params(
-        step=(int, "Only this step."), index=(int, "Only this sample index."),
-        split=(str, "train or val."), acc=(bool, "Correct (true) or wrong (false)."),
-        kept=(bool, "Kept by dynamic sampling or filtered."), truncated=(bool, "Hit the length limit."),
+        step=(int, "Only this step."),
+        index=(int, "Only this sample index."),
+        split=(str, "train or val."),
+        acc=(bool, "Correct (true) or wrong (false)."),
+        kept=(bool, "Kept by dynamic sampling or filtered."),
+        truncated=(bool, "Hit the length limit."),
         q=(str, "Text in the prompt, response or prediction."),
-        reason=(str, "Why the step did not train on it: trained, discarded, all_correct, all_wrong, "
-                     "no_variance, surplus or overlong."),
+        reason=(
+            str,
+            "Why the step did not train on it: trained, discarded, all_correct, all_wrong, "
+            "no_variance, surplus or overlong.",
+        ),
     )
-)  # fmt: skip
+)
 class RunSamples(generics.ListAPIView):
     serializer_class = SampleSerializer
     pagination_class = SamplePagination

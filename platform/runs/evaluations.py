@@ -191,9 +191,7 @@ def evaluation_new(request: HttpRequest) -> HttpResponse:
 
 
 def _context(request: HttpRequest, values: dict[str, Any], errors: Errors) -> dict[str, Any]:
-    runs = (
-        access.visible_runs(request.user).filter(kind=Kind.TRAINING, checkpoints__isnull=False).distinct()
-    )
+    runs = access.visible_runs(request.user).filter(kind=Kind.TRAINING, checkpoints__isnull=False).distinct()
     checkpoints = [
         {"value": f"{run.pk}:{step}", "label": f"#{run.pk} {run.name} · step {step}"}
         for run in runs[:50]

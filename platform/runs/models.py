@@ -423,8 +423,13 @@ class Run(models.Model):
         """Where the curves change hands: the step a fork starts after, and each resume from a checkpoint."""
         out = []
         if self.parent_id is not None and self.fork_step is not None:
-            out.append({"step": self.fork_step, "kind": "fork",
-                        "label": f"forked from #{self.parent_id} at step {self.fork_step}"})  # fmt: skip
+            out.append(
+                {
+                    "step": self.fork_step,
+                    "kind": "fork",
+                    "label": f"forked from #{self.parent_id} at step {self.fork_step}",
+                }
+            )
         for step in self.resumed_steps or []:
             out.append({"step": step - 1, "kind": "resume", "label": f"resumed after step {step - 1}"})
         return out

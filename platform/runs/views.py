@@ -55,9 +55,15 @@ def run_list(request: HttpRequest) -> HttpResponse:
         rows = [{**list_row(run), "columns": column_values(run, columns)} for run in runs[:LIST_ROWS]]
     except ListError as e:
         error, rows, columns = {"field": e.field, "message": str(e)}, [], []
-    context = {"rows": rows, "statuses": Status.values, "error": error,
-               "views": saved_views(request.user), "comparisons": saved_comparisons(request.user),
-               "list_data": {"rows": rows, "columns": columns, "error": error}, **params}  # fmt: skip
+    context = {
+        "rows": rows,
+        "statuses": Status.values,
+        "error": error,
+        "views": saved_views(request.user),
+        "comparisons": saved_comparisons(request.user),
+        "list_data": {"rows": rows, "columns": columns, "error": error},
+        **params,
+    }
     return render(request, "runs/list.html", context, status=400 if error else 200)
 
 
@@ -191,9 +197,14 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     owner = access.can_write(request.user, run)
     parent_visible = run.parent_id is not None and access.find_run(request.user, run.parent_id) is not None
     groups = Group.objects.order_by("name") if owner else []
-    context |= {"can_write": owner, "notes_html": render_notes(run.notes), "parent_visible": parent_visible,
-                "tags_text": ", ".join(run.tags or []), "all_groups": groups,
-                **({"sharing": sharing(run)} if owner else {})}  # fmt: skip
+    context |= {
+        "can_write": owner,
+        "notes_html": render_notes(run.notes),
+        "parent_visible": parent_visible,
+        "tags_text": ", ".join(run.tags or []),
+        "all_groups": groups,
+        **({"sharing": sharing(run)} if owner else {}),
+    }
     return render(request, "runs/detail.html", context)
 
 

@@ -172,8 +172,9 @@ def test_the_catalog_through_the_client(server, alice, overrides, settings):  # 
         client.register_model("evil", "/etc")
     assert client.models() == []
     dataset = register_dataset("sums", overrides["data.train_path"])
-    run_id = client.create_run("on-sums", preset="tiny_cpu", dataset="sums",
-                               overrides={**overrides, "optim.total_steps": 400})["id"]  # fmt: skip
+    run_id = client.create_run(
+        "on-sums", preset="tiny_cpu", dataset="sums", overrides={**overrides, "optim.total_steps": 400}
+    )["id"]
     assert [(d["name"], d["version"]) for d in client.datasets("sums")] == [("sums", 1)]
     stack.wait_for(lambda: client.get_run(run_id)["status"] == "running", 60, "the run to start")
     with pytest.raises(

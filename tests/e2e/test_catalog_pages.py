@@ -37,8 +37,12 @@ def site(alice, settings, tmp_path: Path, chromium_path: str, monkeypatch: pytes
     shutil.copytree(DEMO_MODEL, models / "no-tokenizer")
     (models / "no-tokenizer" / "tokenizer.json").unlink()
     settings.DAPO_MODEL_ROOTS, settings.DAPO_DATASET_ROOTS = [models], [tmp_path]
-    env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1", DAPO_MODEL_ROOTS=str(models),
-                            DAPO_DATASET_ROOTS=str(tmp_path))  # fmt: skip
+    env = stack.environment(
+        tmp_path / "var",
+        DJANGO_ALLOWED_HOSTS="127.0.0.1",
+        DAPO_MODEL_ROOTS=str(models),
+        DAPO_DATASET_ROOTS=str(tmp_path),
+    )
     settings.DAPO_VAR_DIR = tmp_path / "var"
     port = stack.free_port()
     base = f"http://127.0.0.1:{port}"

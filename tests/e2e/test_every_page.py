@@ -55,14 +55,23 @@ def seed(alice: Any, tmp_path: Any) -> dict[str, Any]:
     from dapo.report import StepReport
 
     config = get_preset("tiny_cpu").with_overrides(make_fake_assets(tmp_path))
-    runs = [Run.create_queued(owner=alice, name=f"phone-layout-run-with-a-long-name-{i}", config=config,
-                              preset="tiny_cpu") for i in range(2)]  # fmt: skip
+    runs = [
+        Run.create_queued(
+            owner=alice, name=f"phone-layout-run-with-a-long-name-{i}", config=config, preset="tiny_cpu"
+        )
+        for i in range(2)
+    ]
     for run in runs:
         run.claim("w")
         for step in range(1, 6):
-            metrics = {"critic/score/mean": step / 5, "train/acc/mean": step / 6,
-                       "actor/entropy": 1 - step / 10, "response_length/mean": 20 + step,
-                       "actor/pg_clipfrac": 0.01 * step, "val/acc/mean@4": 0.4 + step / 20}  # fmt: skip
+            metrics = {
+                "critic/score/mean": step / 5,
+                "train/acc/mean": step / 6,
+                "actor/entropy": 1 - step / 10,
+                "response_length/mean": 20 + step,
+                "actor/pg_clipfrac": 0.01 * step,
+                "val/acc/mean@4": 0.4 + step / 20,
+            }
             samples = [sample(step, i, response=RICH if i == 0 else "Answer: 2") for i in range(4)]
             run.record_step(StepReport(step=step, metrics=metrics, samples=samples))
         folder = tmp_path / "ckpt" / str(run.pk) / "step_000005"
@@ -86,16 +95,30 @@ def seed(alice: Any, tmp_path: Any) -> dict[str, Any]:
 def pages(data: dict[str, Any]) -> list[str]:
     a, b = (r.pk for r in data["runs"])
     return [
-        "/runs/", "/runs/new/", f"/runs/new/?from={a}", f"/runs/new/?fork={a}", "/runs/evaluate/",
-        f"/runs/{a}/", f"/runs/{b}/", f"/runs/{a}/samples/", f"/runs/{a}/samples/{data['sample'].pk}/",
-        f"/runs/{a}/problems/{data['sample'].problem_index}/", f"/runs/compare/?ids={a},{b}",
+        "/runs/",
+        "/runs/new/",
+        f"/runs/new/?from={a}",
+        f"/runs/new/?fork={a}",
+        "/runs/evaluate/",
+        f"/runs/{a}/",
+        f"/runs/{b}/",
+        f"/runs/{a}/samples/",
+        f"/runs/{a}/samples/{data['sample'].pk}/",
+        f"/runs/{a}/problems/{data['sample'].problem_index}/",
+        f"/runs/compare/?ids={a},{b}",
         f"/runs/{a}/samples/step/{data['sample'].step}/group/{data['sample'].group}/",
-        "/datasets/", f"/datasets/{data['dataset'].pk}/", "/models/", f"/models/{data['model'].pk}/",
-        "/accounts/token/", "/accounts/notifications/",
-        "/api/docs/", "/no/such/page/",
-        "/runs/?columns=optim.lr,rollout.n,val/acc/mean@4&sort=-val/acc/mean@4", f"/runs/{a}/delete/",
+        "/datasets/",
+        f"/datasets/{data['dataset'].pk}/",
+        "/models/",
+        f"/models/{data['model'].pk}/",
+        "/accounts/token/",
+        "/accounts/notifications/",
+        "/api/docs/",
+        "/no/such/page/",
+        "/runs/?columns=optim.lr,rollout.n,val/acc/mean@4&sort=-val/acc/mean@4",
+        f"/runs/{a}/delete/",
         f"/runs/compare/saved/{data['comparison'].pk}/",
-    ]  # fmt: skip
+    ]
 
 
 def _settle(page: Any) -> None:
@@ -108,8 +131,9 @@ def test_no_page_is_wider_than_a_phone(alice, queued, tmp_path, chromium_path, s
 
     settings.DAPO_DATASET_ROOTS = [stack.REPO / "assets"]
     data = seed(alice, tmp_path)
-    env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1",
-                            DAPO_DATASET_ROOTS=str(stack.REPO / "assets"))  # fmt: skip
+    env = stack.environment(
+        tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1", DAPO_DATASET_ROOTS=str(stack.REPO / "assets")
+    )
     port = stack.free_port()
     base = f"http://127.0.0.1:{port}"
     ARTIFACTS.mkdir(exist_ok=True)
@@ -189,8 +213,9 @@ def test_text_contrast_keyboard_reach_and_dark_mode(alice, queued, tmp_path, chr
 
     settings.DAPO_DATASET_ROOTS = [stack.REPO / "assets"]
     data = seed(alice, tmp_path)
-    env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1",
-                            DAPO_DATASET_ROOTS=str(stack.REPO / "assets"))  # fmt: skip
+    env = stack.environment(
+        tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1", DAPO_DATASET_ROOTS=str(stack.REPO / "assets")
+    )
     port = stack.free_port()
     base = f"http://127.0.0.1:{port}"
     low: dict[str, Any] = {}
