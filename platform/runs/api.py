@@ -19,6 +19,9 @@ GET  /api/runs/<id>/export/          the run's exports and their state (queued, 
 GET  /api/runs/<id>/log/             ?offset=|tail=: the run's log in chunks of whole lines (runs.log_views)
 POST /api/evaluations/               {"name", "base_model" | "checkpoint", "datasets", "n"?}: an evaluation
                                      run, no training (runs.evaluations)
+GET|PATCH /api/notifications/        your notification settings and last 20 deliveries (runs.account_api)
+GET|POST /api/views/                 your saved views of the runs list (runs.account_api)
+DELETE /api/views/<id>/              one of your saved views
 POST /api/sweeps/                    a run's body plus {"sweep": {...}, "dry_run"?}: a grid or random sweep
                                      queued as one run group (compare.sweep_views)
 

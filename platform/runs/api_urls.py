@@ -1,7 +1,7 @@
 from django.contrib.auth.decorators import login_not_required
 from django.urls import path
 
-from runs import api, evaluations, log_views
+from runs import account_api, api, evaluations, log_views
 
 # The API authenticates by token or session itself (DRF): exempt from the login-redirect middleware,
 # so a script without credentials gets 401/403 JSON, not an HTML redirect.
@@ -23,4 +23,11 @@ urlpatterns = [
     path("runs/<id:run_id>/samples/", login_not_required(api.RunSamples.as_view()), name="api-run-samples"),
     path("runs/<id:run_id>/export/", login_not_required(api.RunExport.as_view()), name="api-run-export"),
     path("runs/<id:run_id>/log/", login_not_required(log_views.RunLog.as_view()), name="api-run-log"),
+    path(
+        "notifications/",
+        login_not_required(account_api.NotificationSettingsView.as_view()),
+        name="api-notifications",
+    ),
+    path("views/", login_not_required(account_api.SavedViewList.as_view()), name="api-views"),
+    path("views/<id:view_id>/", login_not_required(account_api.SavedViewDetail.as_view()), name="api-view"),
 ]

@@ -22,7 +22,9 @@ from markdown_it import MarkdownIt
 from dapo.config import is_unicode, shown
 from runs.configuring import validate_name
 from runs.events import publish, status_event
-from runs.models import Run, Status
+from runs.listing import ARCHIVED
+from runs.models import Run, SavedView, Status
+from runs.run_filter import FilterError, parse, parse_columns, parse_sort
 from runs.run_log import log_path
 
 Errors = dict[str, str]
@@ -232,3 +234,66 @@ def delete_run(run: Run) -> dict[str, Any]:
     remove_files(run_id)
     publish(run_id, {"type": "deleted", "run": {"id": run_id}})
     return summary
+
+
+# ---- saved views of the runs list (the list's "Save view" form and /api/views/) ----------------------
+
+MAX_SAVED = 200
+"""Saved views (or comparisons) per user."""
+VIEW_FIELDS = ("name", "columns", "sort", "filter", "archived")
+
+
+def validate_view(owner: Any, body: Mapping[str, Any]) -> tuple[dict[str, Any], Errors]:
+    """A view to save from the form's strings or the API's JSON: (its fields, the errors by field). The
+    filter, sort and columns are read as the runs list reads them (runs.run_filter), so a view that saves
+    also opens; ``columns`` is comma-separated text or a list of names. A name the owner used already is
+    replaced; a new one past ``MAX_SAVED`` is refused."""
+    errors: Errors = {}
+    name = body.get("name", "")
+    name = name.strip() if isinstance(name, str) else ""
+    if not name or len(name) > 100 or any(ord(c) < 32 for c in name) or not is_unicode(name):
+        errors["name"] = "must be 1 to 100 characters of text"
+    text = {}
+    for field in ("filter", "sort", "archived"):
+        raw = body.get(field, "")
+        if not isinstance(raw, str) or not is_unicode(raw):
+            errors[field] = f"must be text, got {shown(raw)}"
+        text[field] = raw.strip() if isinstance(raw, str) and field not in errors else ""
+    columns: list[str] = []
+    try:
+        parse(text["filter"])
+    except FilterError as e:
+        errors.setdefault("filter", str(e))
+    try:
+        if len(text["sort"]) > 200:
+            raise FilterError("sort: at most 200 characters")
+        if text["sort"]:
+            parse_sort(text["sort"])
+    except FilterError as e:
+        errors.setdefault("sort", str(e).removeprefix("sort: "))
+    raw_columns = body.get("columns", "")
+    if not (isinstance(raw_columns, str) or _strings(raw_columns)):
+        errors["columns"] = f"must be names, comma-separated or a list of strings, got {shown(raw_columns)}"
+    else:
+        try:
+            columns = parse_columns(raw_columns)
+        except FilterError as e:
+            errors["columns"] = str(e).removeprefix("columns: ")
+    archived = text["archived"] or "active"
+    if "archived" not in errors and archived not in ARCHIVED:
+        errors["archived"] = f"must be one of {', '.join(ARCHIVED)}"
+    existing = SavedView.objects.filter(owner=owner)
+    if "name" not in errors and not existing.filter(name=name).exists() and existing.count() >= MAX_SAVED:
+        errors["name"] = f"you have {MAX_SAVED} saved views: delete one first"
+    view = {"name": name, "filter": text["filter"], "sort": text["sort"], "columns": columns}
+    return {**view, "archived": archived}, errors
+
+
+def _strings(raw: Any) -> bool:
+    return isinstance(raw, list) and all(isinstance(v, str) for v in raw)
+
+
+def save_view(owner: Any, values: dict[str, Any]) -> tuple[SavedView, bool]:
+    """Store a view ``validate_view`` passed (the same name: replaced); (the view, whether it is new)."""
+    fields = {k: values[k] for k in ("filter", "sort", "columns", "archived")}
+    return SavedView.objects.update_or_create(owner=owner, name=values["name"], defaults=fields)

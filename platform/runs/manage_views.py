@@ -14,12 +14,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from runs import access, manage
-from runs.listing import ARCHIVED
+from runs.manage import MAX_SAVED
 from runs.models import SavedView
-from runs.run_filter import FilterError, parse, parse_columns, parse_sort
-
-MAX_SAVED = 200
-"""Saved views (or comparisons) per user."""
 
 
 def _user(request: HttpRequest) -> Any:
@@ -97,41 +93,16 @@ def run_delete(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_POST
 def view_save(request: HttpRequest) -> HttpResponse:
-    """Save the list's current filter, sort, columns and archive state under a name (same name: replaced)."""
-    name = request.POST.get("name", "").strip()
+    """Save the list's current filter, sort, columns and archive state under a name (same name: replaced;
+    the checks: runs.manage.validate_view, as POST /api/views/)."""
     fields = {k: request.POST.get(k, "") for k in ("filter", "sort", "columns", "archived")}
-    problems: dict[str, str] = {}
-    if not name or len(name) > 100 or any(ord(c) < 32 for c in name):
-        problems["name"] = "must be 1 to 100 characters of text"
-    try:
-        parse(fields["filter"])
-        sort = fields["sort"].strip()
-        if sort:
-            parse_sort(sort)
-        columns = parse_columns(fields["columns"])
-    except FilterError as e:
-        problems["view"] = str(e)
-        columns, sort = [], ""
-    if (fields["archived"] or "active") not in ARCHIVED:
-        problems["archived"] = f"must be one of {', '.join(ARCHIVED)}"
-    existing = SavedView.objects.filter(owner=_user(request))
-    if not existing.filter(name=name).exists() and existing.count() >= MAX_SAVED:
-        problems["name"] = f"you have {MAX_SAVED} saved views: delete one first"
+    values, problems = manage.validate_view(_user(request), {**fields, "name": request.POST.get("name", "")})
     if problems:
         form_errors(request, "View not saved", problems)
         return redirect(f"{reverse('runs:list')}?{urlencode(fields)}")
-    view, _ = SavedView.objects.update_or_create(
-        owner=_user(request),
-        name=name,
-        defaults={
-            "filter": fields["filter"].strip(),
-            "sort": sort,
-            "columns": columns,
-            "archived": fields["archived"] or "active",
-        },
-    )
-    messages.info(request, f"Saved the view {name!r}.")
-    return redirect(f"{reverse('runs:list')}?{urlencode(view.query())}")
+    view, _ = manage.save_view(_user(request), values)
+    messages.info(request, f"Saved the view {values['name']!r}.")
+    return redirect(view_url(view))
 
 
 @require_POST
@@ -141,9 +112,14 @@ def view_delete(request: HttpRequest, view_id: int) -> HttpResponse:
     return redirect("runs:list")
 
 
+def view_url(view: SavedView) -> str:
+    """The runs list showing this view."""
+    return f"{reverse('runs:list')}?{urlencode(view.query())}"
+
+
 def saved_views(user: Any) -> list[dict[str, Any]]:
     return [
-        {"id": v.pk, "name": v.name, "url": f"{reverse('runs:list')}?{urlencode(v.query())}"}
+        {"id": v.pk, "name": v.name, "url": view_url(v)}
         for v in SavedView.objects.filter(owner=user)[:MAX_SAVED]
     ]
 

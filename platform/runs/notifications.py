@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
-from django.db import models
+from django.core.validators import validate_email
+from django.db import models, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -147,6 +149,87 @@ def _default_port(scheme: str) -> int:
 
 def email_configured() -> bool:
     return bool(getattr(settings, "DAPO_EMAIL_NOTIFICATIONS", False))
+
+
+# ---- the user's settings (the page /accounts/notifications/ and /api/notifications/) ------------------
+
+MAX_STALL_MINUTES = 7 * 24 * 60
+SETTINGS_FIELDS = ("webhook_url", "email", "stall_minutes", "address")
+RECENT_DELIVERIES = 20
+
+
+def validate_settings(
+    *, webhook_url: Any, email: Any, stall_minutes: Any, address: Any
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every field of a user's settings checked at once: (the cleaned values, the errors by field). The
+    page and the API both call this with all four (the API fills in what a PATCH leaves out from the saved
+    settings); nothing may be saved unless the errors are empty. ``stall_minutes``: an int or its digits;
+    ``address``: the account's e-mail address, which e-mail notifications need."""
+    errors: dict[str, str] = {}
+    url = webhook_url.strip() if isinstance(webhook_url, str) else ""
+    if not isinstance(webhook_url, str):
+        errors["webhook_url"] = "A URL as text (empty: no webhook)."
+    elif url and (problem := webhook_problem(url)):
+        errors["webhook_url"] = f"This URL {problem}."
+    minutes = _minutes(stall_minutes)
+    if minutes is None or not 0 <= minutes <= MAX_STALL_MINUTES:
+        errors["stall_minutes"] = f"A whole number of minutes from 0 (never) to {MAX_STALL_MINUTES}."
+    mail = address.strip() if isinstance(address, str) else ""
+    if not isinstance(address, str) or len(mail) > 254:
+        errors["address"] = "Not an e-mail address."
+    elif mail:
+        try:
+            validate_email(mail)
+        except ValidationError:
+            errors["address"] = "Not an e-mail address."
+    if not isinstance(email, bool):
+        errors["email"] = "On or off (true or false)."
+    elif email and not email_configured():
+        errors["email"] = "E-mail is not configured on this server (an administrator sets DJANGO_EMAIL_HOST)."
+    elif email and not mail and "address" not in errors:
+        errors["address"] = "E-mail notifications need an address."
+    values = {"webhook_url": url, "email": email is True, "stall_minutes": minutes or 0, "address": mail}
+    return values, errors
+
+
+def _minutes(raw: Any) -> int | None:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit():
+        return int(raw.strip())
+    return None
+
+
+def current_settings(user: Any) -> dict[str, Any]:
+    """The four fields as ``validate_settings`` takes them: the saved settings, or the defaults."""
+    prefs = NotificationSettings.of(user)
+    return {
+        "webhook_url": prefs.webhook_url,
+        "email": prefs.email,
+        "stall_minutes": prefs.stall_minutes,
+        "address": user.email,
+    }
+
+
+@transaction.atomic
+def save_settings(user: Any, values: dict[str, Any]) -> NotificationSettings:
+    """Store values that ``validate_settings`` passed: the settings row and the account's address."""
+    prefs = NotificationSettings.of(user)
+    prefs.webhook_url, prefs.email, prefs.stall_minutes = (
+        values["webhook_url"],
+        values["email"],
+        values["stall_minutes"],
+    )
+    prefs.save()
+    if values["address"] != user.email:
+        user.email = values["address"]
+        user.save(update_fields=["email"])
+    return prefs
+
+
+def recent_deliveries(user: Any) -> models.QuerySet[Notification]:
+    """The user's newest notifications (each one event on one channel), with their state and last error."""
+    return Notification.objects.filter(user=user).select_related("run")[:RECENT_DELIVERIES]
 
 
 def run_url(run: Run) -> str:

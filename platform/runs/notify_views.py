@@ -7,23 +7,21 @@ from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from runs.notifications import (
     Delivery,
-    Notification,
     NotificationSettings,
     allowed_prefixes,
+    current_settings,
     email_configured,
+    recent_deliveries,
+    save_settings,
     send_test,
-    webhook_problem,
+    validate_settings,
 )
-
-MAX_STALL_MINUTES = 7 * 24 * 60
 
 
 @require_http_methods(["GET", "POST"])
@@ -33,54 +31,26 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if request.POST.get("action") == "test":
             return _test(request, prefs)
-        values, errors = _parse(request.POST, user)
+        values, errors = _parse(request.POST)
         if errors:
             return _render(request, prefs, values, errors, status=400)
-        prefs.webhook_url, prefs.email, prefs.stall_minutes = (
-            values["webhook_url"],
-            values["email"],
-            values["stall_minutes"],
-        )
-        prefs.save()
-        if values["address"] != user.email:
-            user.email = values["address"]
-            user.save(update_fields=["email"])
+        save_settings(user, values)
         messages.info(request, "Notification settings saved.")
         return redirect("notification-settings")
-    values = {
-        "webhook_url": prefs.webhook_url,
-        "email": prefs.email,
-        "stall_minutes": prefs.stall_minutes,
-        "address": user.email,
-    }
-    return _render(request, prefs, values, {})
+    return _render(request, prefs, current_settings(user), {})
 
 
-def _parse(post: Any, user: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    """The form's values and the errors by field; nothing is saved unless every field is valid."""
-    errors: dict[str, str] = {}
-    url = post.get("webhook_url", "").strip()
-    if url and (problem := webhook_problem(url)):
-        errors["webhook_url"] = f"This URL {problem}."
-    raw = post.get("stall_minutes", "").strip()
-    minutes = 0
-    if not raw.isdigit() or not 0 <= int(raw) <= MAX_STALL_MINUTES:
-        errors["stall_minutes"] = f"A whole number of minutes from 0 (never) to {MAX_STALL_MINUTES}."
-    else:
-        minutes = int(raw)
-    address = post.get("address", "").strip()
-    if address:
-        try:
-            validate_email(address)
-        except ValidationError:
-            errors["address"] = "Not an e-mail address."
-    email = post.get("email") == "on"
-    if email and not email_configured():
-        errors["email"] = "E-mail is not configured on this server (an administrator sets DJANGO_EMAIL_HOST)."
-    elif email and not address:
-        errors["address"] = "E-mail notifications need an address."
-    shown_minutes = raw if "stall_minutes" in errors else minutes
-    values = {"webhook_url": url, "email": email, "stall_minutes": shown_minutes, "address": address}
+def _parse(post: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """The form's values and the errors by field (runs.notifications.validate_settings, as the API)."""
+    raw_minutes = post.get("stall_minutes", "").strip()
+    values, errors = validate_settings(
+        webhook_url=post.get("webhook_url", ""),
+        email=post.get("email") == "on",
+        stall_minutes=raw_minutes,
+        address=post.get("address", ""),
+    )
+    if "stall_minutes" in errors:
+        values["stall_minutes"] = raw_minutes  # shown again as typed
     return values, errors
 
 
@@ -109,6 +79,6 @@ def _render(
         "saved": prefs,
         "email_configured": email_configured(),
         "allowed": allowed_prefixes(),
-        "deliveries": Notification.objects.filter(user=cast(User, request.user)).select_related("run")[:20],
+        "deliveries": recent_deliveries(request.user),
     }
     return render(request, "runs/notifications.html", context, status=status)
