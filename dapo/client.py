@@ -304,6 +304,51 @@ class Client:
         """Delete one dataset version; Conflict while a queued or running run reads it."""
         self._request("DELETE", f"/api/datasets/{_id(dataset_id)}/")
 
+    # ---- your settings: notifications and saved views ----------------------------------------------
+
+    def notification_settings(self) -> dict[str, Any]:
+        """Your notification settings ({"webhook_url", "email", "stall_minutes", "address",
+        "email_configured"}) and "deliveries": your last 20 notifications, each with its "status"
+        (pending, sent, failed), "attempts" and "last_error"."""
+        return self._request("GET", "/api/notifications/")
+
+    def update_notification_settings(self, **fields: Any) -> dict[str, Any]:
+        """Change any of ``webhook_url`` (under the server's DAPO_WEBHOOK_URLS; "" for none), ``email``
+        (True/False), ``stall_minutes`` (0: never) and ``address``; the others keep their values. Returns
+        the settings as ``notification_settings``; BadRequest names each bad field and nothing changed."""
+        return self._request("PATCH", "/api/notifications/", body=fields)
+
+    def saved_views(self) -> list[dict[str, Any]]:
+        """Your saved views of the runs list: {"id", "name", "filter", "sort", "columns", "archived",
+        "url"}; ``list_runs``' filters and the runs list page read the same syntax."""
+        return self._request("GET", "/api/views/")
+
+    def save_view(
+        self,
+        name: str,
+        *,
+        filter: str = "",
+        sort: str = "",
+        columns: list[str] | None = None,
+        archived: str = "active",
+    ) -> dict[str, Any]:
+        """Save a view of the runs list (your view of the same name is replaced): a ``filter`` such as
+        "optim.lr < 1e-4 and val/acc/mean@4 > 0.8", a ``sort`` field ("-" first: descending), extra
+        ``columns`` and which runs by ``archived`` (active, archived, all). BadRequest names the field
+        that does not parse, and nothing is saved."""
+        body = {
+            "name": name,
+            "filter": filter,
+            "sort": sort,
+            "columns": list(columns or []),
+            "archived": archived,
+        }
+        return self._request("POST", "/api/views/", body=body)
+
+    def delete_view(self, view_id: int) -> None:
+        """Delete one of your saved views (NotFound when it is not yours)."""
+        self._request("DELETE", f"/api/views/{_id(view_id)}/")
+
     # ---- transport ----------------------------------------------------------------------------------
 
     def _pages(self, path: str, params: Mapping[str, Any]) -> Iterator[dict[str, Any]]:

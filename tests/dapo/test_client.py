@@ -26,6 +26,9 @@ from tests.platform.fixtures import alice, bob, isolated_settings  # noqa: F401 
 from tests.platform.support import make_fake_assets
 from tests.worker import stack
 
+HOOKS = "https://hooks.example/services/"
+"""The webhook prefix the server allows."""
+
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 
@@ -40,6 +43,7 @@ def server(django_db_setup: Any, django_db_blocker: Any, redis_url: str, tmp_pat
         DAPO_DATASET_ROOTS=str(var),
         FAKE_STEP_SECONDS="0.1",
         DJANGO_ALLOWED_HOSTS="127.0.0.1",
+        DAPO_WEBHOOK_URLS=HOOKS,
     )
     port = stack.free_port()
     with stack.celery_worker(env, var / "celery.log"), stack.daphne(env, var / "daphne.log", port):
@@ -189,3 +193,26 @@ def test_the_catalog_through_the_client(server, alice, overrides, settings):  # 
     assert client.get_run(run_id)["data_files"][0]["dataset"]["version"] == 1
     client.delete_dataset(dataset.pk)
     assert client.datasets() == []
+
+
+def test_notification_settings_and_saved_views_through_the_client(server, alice, bob):  # noqa: F811
+    client, bobs = _client(server, alice), _client(server, bob)
+    assert client.notification_settings()["stall_minutes"] == 15
+    with pytest.raises(BadRequest, match="not under an allowed webhook prefix") as bad:
+        client.update_notification_settings(webhook_url="https://evil.example/x", stall_minutes=5)
+    assert set(bad.value.errors) == {"webhook_url"}
+    assert client.notification_settings()["stall_minutes"] == 15  # nothing changed
+    saved = client.update_notification_settings(webhook_url=HOOKS + "alice", stall_minutes=5)
+    assert (saved["webhook_url"], saved["stall_minutes"], saved["deliveries"]) == (HOOKS + "alice", 5, [])
+    assert bobs.notification_settings()["webhook_url"] == ""
+
+    view = client.save_view("small lr", filter="optim.lr < 1e-4", sort="-step", columns=["optim.lr"])
+    assert (view["filter"], view["columns"], view["archived"]) == ("optim.lr < 1e-4", ["optim.lr"], "active")
+    with pytest.raises(BadRequest, match="filter: ") as bad:
+        client.save_view("broken", filter="optim.lr <")
+    assert set(bad.value.errors) == {"filter"}
+    assert [v["name"] for v in client.saved_views()] == ["small lr"] and bobs.saved_views() == []
+    with pytest.raises(NotFound):
+        bobs.delete_view(view["id"])
+    client.delete_view(view["id"])
+    assert client.saved_views() == []
