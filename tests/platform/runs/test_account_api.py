@@ -157,8 +157,10 @@ def test_a_json_body_that_is_not_an_object_is_a_400(api):
     assert api.patch("/api/notifications/", "x", format="json").status_code == 400
 
 
-def test_the_schema_lists_the_settings_endpoints(api):
+def test_the_schema_and_the_docs_page_list_the_settings_endpoints(api, alice_client):
     pytest.importorskip("drf_spectacular")
-    schema = api.get("/api/schema/").content
-    for path in (b"/api/notifications/", b"/api/views/", b"/api/views/{view_id}/"):
-        assert path in schema, path
+    schema = api.get("/api/schema/").content.decode()
+    docs = alice_client.get("/api/docs/").content.decode()
+    for path in ("/api/notifications/", "/api/views/", "/api/views/{view_id}/"):
+        assert path in schema and f"<code>{path}</code>" in docs, path
+    assert "stall_minutes" in schema and "archived" in schema
