@@ -16,7 +16,7 @@ test:  ## install dev tools, start Redis if needed, run ruff, mypy, lint-imports
 test-fast:  ## the edit-test loop: lint, then pytest without browser, Ray, fault or slow tests (ARGS=...)
 	$(PYTHON) -m scripts.check -m "not browser and not ray and not faults and not slow" $(ARGS)
 
-lint:  ## ruff, mypy and the import contracts only
+lint:  ## ruff (lint + format check), mypy and the import contracts only
 	$(PYTHON) -m scripts.check --lint-only
 
 venv:  ## create .venv and install both locks (no-op when they have not changed)

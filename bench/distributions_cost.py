@@ -46,10 +46,14 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     rng = np.random.default_rng(0)
     rows = [
-        SimpleNamespace(reward=float(rng.choice([-1.0, 1.0])), response_ids=[0] * a.tokens,
-                        advantage=float(rng.normal()), entropy=rng.random(a.tokens).tolist())
+        SimpleNamespace(
+            reward=float(rng.choice([-1.0, 1.0])),
+            response_ids=[0] * a.tokens,
+            advantage=float(rng.normal()),
+            entropy=rng.random(a.tokens).tolist(),
+        )
         for _ in range(a.samples)
-    ]  # fmt: skip
+    ]
     logp = torch.randn(a.micro_batch, a.tokens) * 0.01
     old = logp + torch.randn_like(logp) * 0.01
     mask = torch.ones_like(logp)

@@ -58,9 +58,15 @@ def measure_one(path: str, grad: bool, chunk: int) -> dict[str, float]:
 
     from dapo.modeling import pack
 
-    config = Qwen2Config(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=4 * HIDDEN,
-                         num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
-                         tie_word_embeddings=True)  # fmt: skip
+    config = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        intermediate_size=4 * HIDDEN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    )
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config).train(grad)
     g = torch.Generator().manual_seed(1)
@@ -146,25 +152,41 @@ def main() -> int:
     if args.one:
         print(json.dumps(measure_one(args.one[0], args.one[1] == "grad", args.chunk)))
         return 0
-    print(f"vocab {VOCAB}, Qwen2 body hidden {HIDDEN} x {LAYERS} layers, {SEQS} x ({PROMPT} + {RESPONSE})"
-          f" tokens, chunk {args.chunk}, {args.threads} thread(s); full logits (B, T, V) fp32 = "
-          f"{SEQS * RESPONSE * VOCAB * 4 / 1e9:.2f} GB")  # fmt: skip
+    print(
+        f"vocab {VOCAB}, Qwen2 body hidden {HIDDEN} x {LAYERS} layers, {SEQS} x ({PROMPT} + {RESPONSE})"
+        f" tokens, chunk {args.chunk}, {args.threads} thread(s); full logits (B, T, V) fp32 = "
+        f"{SEQS * RESPONSE * VOCAB * 4 / 1e9:.2f} GB"
+    )
     print("| pass | path | peak RSS added (GB) | seconds |")
     print("|---|---|---|---|")
     for grad in ("no_grad", "grad"):
         results = {}
         for path in ("full", "chunked"):
-            cmd = [sys.executable, __file__, "--one", path, grad, "--chunk", str(args.chunk),
-                   "--threads", str(args.threads)]  # fmt: skip
+            cmd = [
+                sys.executable,
+                __file__,
+                "--one",
+                path,
+                grad,
+                "--chunk",
+                str(args.chunk),
+                "--threads",
+                str(args.threads),
+            ]
             out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO)
             results[path] = json.loads(out.stdout.strip().splitlines()[-1])
             r = results[path]
-            print(f"| {grad}{' + backward' if grad == 'grad' else ''} | {path} | {r['added_gb']:.2f} "
-                  f"| {r['seconds']:.2f} |", flush=True)  # fmt: skip
+            print(
+                f"| {grad}{' + backward' if grad == 'grad' else ''} | {path} | {r['added_gb']:.2f} "
+                f"| {r['seconds']:.2f} |",
+                flush=True,
+            )
         full, chunked = results["full"], results["chunked"]
-        print(f"  {grad}: memory full/chunked {full['added_gb'] / max(chunked['added_gb'], 1e-9):.1f}x, "
-              f"time full/chunked {full['seconds'] / chunked['seconds']:.1f}x, "
-              f"sum(logp) {full['logp_sum']:.2f} vs {chunked['logp_sum']:.2f}")  # fmt: skip
+        print(
+            f"  {grad}: memory full/chunked {full['added_gb'] / max(chunked['added_gb'], 1e-9):.1f}x, "
+            f"time full/chunked {full['seconds'] / chunked['seconds']:.1f}x, "
+            f"sum(logp) {full['logp_sum']:.2f} vs {chunked['logp_sum']:.2f}"
+        )
     if not args.skip_demo:
         times = demo_times(args.rounds, args.chunk)
         print(f"demo shape (tiny_cpu model, 64 x (20 + 8..48) tokens), median of {args.rounds}:")

@@ -22,8 +22,15 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 NAMESPACES = ["actor", "critic", "response_length", "timing_s", "perf", "train", "val"]
 
 
@@ -55,10 +62,20 @@ def django_on(database_url: str, var: Path, **extra: str) -> dict[str, str]:
 
 
 def metric_names(n: int) -> list[str]:
-    fixed = ["critic/score/mean", "train/acc/mean", "actor/entropy", "response_length/mean",
-             "response_length/clip_ratio", "actor/pg_clipfrac", "actor/pg_clipfrac_lower",
-             "train/num_prompts_kept", "train/num_prompts_generated", "train/frac_all_correct",
-             "train/frac_all_wrong", "val/acc/mean@4"]  # fmt: skip
+    fixed = [
+        "critic/score/mean",
+        "train/acc/mean",
+        "actor/entropy",
+        "response_length/mean",
+        "response_length/clip_ratio",
+        "actor/pg_clipfrac",
+        "actor/pg_clipfrac_lower",
+        "train/num_prompts_kept",
+        "train/num_prompts_generated",
+        "train/frac_all_correct",
+        "train/frac_all_wrong",
+        "val/acc/mean@4",
+    ]
     extra = [f"{NAMESPACES[i % len(NAMESPACES)]}/extra_{i}" for i in range(max(0, n - len(fixed)))]
     return (fixed + extra)[:n]
 
@@ -77,8 +94,13 @@ def make_run(steps: int, metrics: int, samples: int = 128) -> Any:
     from tests.platform.support import sample
 
     user = get_user_model().objects.create_user("bench", password="bench-pass-123")
-    run = Run.objects.create(owner=user, name="bench", config=get_preset("tiny_cpu").to_dict(),
-                             status=Status.SUCCEEDED, total_steps=steps)  # fmt: skip
+    run = Run.objects.create(
+        owner=user,
+        name="bench",
+        config=get_preset("tiny_cpu").to_dict(),
+        status=Status.SUCCEEDED,
+        total_steps=steps,
+    )
     names = metric_names(metrics)
     points = [
         MetricPoint(run=run, step=s, name=n, value=math.sin(s / 50 + i) + s / steps, wall_time=float(s))

@@ -92,9 +92,14 @@ def build_tokenizer() -> Any:
     backend.decoder = decoders.Fuse()
     backend.add_special_tokens(list(SPECIAL))
     return PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
-        unk_token="<unk>", chat_template=CHAT_TEMPLATE, model_max_length=128,
-    )  # fmt: skip
+        tokenizer_object=backend,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=128,
+    )
 
 
 def build(out: Path, steps: int) -> dict:
@@ -111,10 +116,16 @@ def build(out: Path, steps: int) -> dict:
     tok = build_tokenizer()
     ids = {f"{n}_token_id": getattr(tok, f"{n}_token_id") for n in ("bos", "eos", "pad")}
     config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=160, intermediate_size=448, num_hidden_layers=4,
-        num_attention_heads=5, num_key_value_heads=5, max_position_embeddings=128,
-        tie_word_embeddings=True, **ids,
-    )  # fmt: skip
+        vocab_size=len(tok),
+        hidden_size=160,
+        intermediate_size=448,
+        num_hidden_layers=4,
+        num_attention_heads=5,
+        num_key_value_heads=5,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+        **ids,
+    )
     torch.manual_seed(SEED)
     model = LlamaForCausalLM(config)
     model.generation_config = GenerationConfig(
@@ -171,17 +182,31 @@ def our_config(assets: Path, overrides: dict[str, Any] | None = None) -> Any:
     off-policy generation."""
     from dapo.presets import get_preset
 
-    return get_preset("tiny_cpu").with_overrides({
-        "seed": SEED, "model.path": str(assets / "model"),
-        "data.train_path": str(assets / "train.parquet"), "data.val_path": str(assets / "test.parquet"),
-        "data.train_batch_size": PROMPTS, "data.gen_batch_size": PROMPTS, "data.max_prompt_length": 64,
-        "rollout.n": GROUP, "rollout.max_response_length": MAX_NEW,
-        "algorithm.overlong_buffer": False, "algorithm.overlong_filtering": True,
-        "optim.lr": LR, "optim.warmup_steps": 0, "optim.weight_decay": 0.0, "optim.total_steps": 1_000_000,
-        "optim.mini_batch_size": PROMPTS, "optim.micro_batch_size": PROMPTS * GROUP,
-        "validation.every_n_steps": 0, "checkpoint.every_n_steps": 0, "execution.torch_threads": 1,
-        **(overrides or {}),
-    })  # fmt: skip
+    return get_preset("tiny_cpu").with_overrides(
+        {
+            "seed": SEED,
+            "model.path": str(assets / "model"),
+            "data.train_path": str(assets / "train.parquet"),
+            "data.val_path": str(assets / "test.parquet"),
+            "data.train_batch_size": PROMPTS,
+            "data.gen_batch_size": PROMPTS,
+            "data.max_prompt_length": 64,
+            "rollout.n": GROUP,
+            "rollout.max_response_length": MAX_NEW,
+            "algorithm.overlong_buffer": False,
+            "algorithm.overlong_filtering": True,
+            "optim.lr": LR,
+            "optim.warmup_steps": 0,
+            "optim.weight_decay": 0.0,
+            "optim.total_steps": 1_000_000,
+            "optim.mini_batch_size": PROMPTS,
+            "optim.micro_batch_size": PROMPTS * GROUP,
+            "validation.every_n_steps": 0,
+            "checkpoint.every_n_steps": 0,
+            "execution.torch_threads": 1,
+            **(overrides or {}),
+        }
+    )
 
 
 def barrier(which: str, planned: float) -> tuple[float, float]:
@@ -267,13 +292,33 @@ def run_trl(assets: Path, out: Path, start: float, budget: float) -> dict:
                 control.should_training_stop = True
 
     args = GRPOConfig(
-        output_dir=str(out / "run"), per_device_train_batch_size=PROMPTS * GROUP, num_generations=GROUP,
-        max_completion_length=MAX_NEW, temperature=1.0, top_p=1.0, top_k=0, learning_rate=LR,
-        lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, beta=0.0,
-        epsilon=0.2, epsilon_high=0.28, loss_type="dapo", mask_truncated_completions=True,
-        num_iterations=1, max_steps=1_000_000, save_strategy="no", report_to="none", logging_steps=1_000_000,
-        use_cpu=True, seed=SEED, dataloader_num_workers=0, disable_dropout=True,
-    )  # fmt: skip
+        output_dir=str(out / "run"),
+        per_device_train_batch_size=PROMPTS * GROUP,
+        num_generations=GROUP,
+        max_completion_length=MAX_NEW,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        learning_rate=LR,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        beta=0.0,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        loss_type="dapo",
+        mask_truncated_completions=True,
+        num_iterations=1,
+        max_steps=1_000_000,
+        save_strategy="no",
+        report_to="none",
+        logging_steps=1_000_000,
+        use_cpu=True,
+        seed=SEED,
+        dataloader_num_workers=0,
+        disable_dropout=True,
+    )
     model = AutoModelForCausalLM.from_pretrained(assets / "model", dtype=torch.float32)
     tok = AutoTokenizer.from_pretrained(assets / "model")
     trainer = GRPOTrainer(
@@ -325,9 +370,16 @@ def evaluate(model_dir: Path, assets: Path) -> dict[str, float]:
         mask = (x != tok.pad_token_id).long()
         with torch.no_grad():
             y = model.generate(
-                input_ids=x, attention_mask=mask, do_sample=sample, num_return_sequences=samples,
-                max_new_tokens=MAX_NEW, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=tok.pad_token_id,
-            )  # fmt: skip
+                input_ids=x,
+                attention_mask=mask,
+                do_sample=sample,
+                num_return_sequences=samples,
+                max_new_tokens=MAX_NEW,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=0,
+                pad_token_id=tok.pad_token_id,
+            )
         texts = tok.batch_decode(y[:, width:], skip_special_tokens=True)
         truths = [p.ground_truth for p in problems for _ in range(samples)]
         results = scorer.score_batch([""] * len(texts), texts, truths)
@@ -387,8 +439,21 @@ def profile(assets: Path, steps: int) -> None:
 
 def child(which: str, core: int, start: float, budget: float, ours_set: list[str]) -> subprocess.Popen:
     python = str(PEER_PYTHON if which == "trl" else Path(sys.executable))
-    cmd = ["taskset", "-c", str(core), python, __file__, "--child", which, "--start", str(start),
-           "--out", str(OUT), "--budget-s", str(budget)]  # fmt: skip
+    cmd = [
+        "taskset",
+        "-c",
+        str(core),
+        python,
+        __file__,
+        "--child",
+        which,
+        "--start",
+        str(start),
+        "--out",
+        str(OUT),
+        "--budget-s",
+        str(budget),
+    ]
     for item in ours_set if which == "ours" else []:
         cmd += ["--ours-set", item]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -420,8 +485,12 @@ def main() -> int:
         metavar="FIELD=VALUE",
         help="our trainer's config (VALUE as JSON), e.g. rollout.one_step_off_policy=true",
     )
-    p.add_argument("--cores", default="0,1", help="the cores of ours and of TRL (default 0,1; swap them to "
-                   "see how much the cores' other load moves the ratio)")  # fmt: skip
+    p.add_argument(
+        "--cores",
+        default="0,1",
+        help="the cores of ours and of TRL (default 0,1; swap them to "
+        "see how much the cores' other load moves the ratio)",
+    )
     args = p.parse_args()
     overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.ours_set)}
     OUT = args.out
@@ -456,8 +525,10 @@ def main() -> int:
     base = json.loads(base_file.read_text())
     end_load = os.getloadavg()[0]
     print(f"\nours with {overrides or 'the defaults'}; cores ours/TRL {args.cores}")
-    print(f"model {info['params'] / 1e6:.2f}M parameters; budget {args.budget_s:.0f} s each; "
-          f"load average at start {load[0]:.1f} / {load[1]:.1f}, at end {end_load:.1f}")  # fmt: skip
+    print(
+        f"model {info['params'] / 1e6:.2f}M parameters; budget {args.budget_s:.0f} s each; "
+        f"load average at start {load[0]:.1f} / {load[1]:.1f}, at end {end_load:.1f}"
+    )
     print(f"held-out before training: T=1 {base['acc_t1']:.3f}, greedy {base['acc_greedy']:.3f}")
     print("| | TRL | ours | ratio |\n|---|---|---|---|")
     rate = {w: (r["trained"] / r["wall"], r["generated"] / r["wall"]) for w, r in runs.items()}
@@ -485,7 +556,7 @@ def main() -> int:
                 "load": [load[0], end_load],
             },
             indent=1,
-        )  # fmt: skip
+        )
     )
     return 0
 

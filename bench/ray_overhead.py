@@ -62,10 +62,15 @@ def demo_config(demo_dir: Path, threads: int, steps: int) -> RunConfig:
         validation=replace(c.validation, every_n_steps=0),
         checkpoint=replace(c.checkpoint, every_n_steps=0, keep_last=1),
         execution=replace(
-            c.execution, backend="local", torch_threads=threads, cpus_per_worker=float(threads),
-            num_learner_workers=1, num_rollout_workers=1, colocate=True,
+            c.execution,
+            backend="local",
+            torch_threads=threads,
+            cpus_per_worker=float(threads),
+            num_learner_workers=1,
+            num_rollout_workers=1,
+            colocate=True,
         ),
-    )  # fmt: skip
+    )
 
 
 def run_round(config: RunConfig, backend: Any, out_dir: Path, warmup: int) -> list[dict[str, float]]:

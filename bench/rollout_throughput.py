@@ -46,10 +46,18 @@ def load_model(path: Path | None, random_model: bool) -> tuple[torch.nn.Module, 
         return model, AutoTokenizer.from_pretrained(path, local_files_only=True), str(path)
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=103, hidden_size=192, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
-        num_key_value_heads=4, max_position_embeddings=256, tie_word_embeddings=True,
-        pad_token_id=PAD, bos_token_id=1, eos_token_id=EOS,
-    )  # fmt: skip
+        vocab_size=103,
+        hidden_size=192,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        pad_token_id=PAD,
+        bos_token_id=1,
+        eos_token_id=EOS,
+    )
     return LlamaForCausalLM(config).eval(), None, "random Llama (demo shape)"
 
 
@@ -81,9 +89,15 @@ def run_hf_generate(
     model.set_attn_implementation(attn)
     ids, mask, _ = left_pad(prompts, PAD, torch.device("cpu"))
     config = GenerationConfig(
-        do_sample=True, temperature=params.temperature, top_k=0, top_p=1.0, num_return_sequences=params.n,
-        max_new_tokens=params.max_new_tokens, eos_token_id=eos, pad_token_id=PAD,
-    )  # fmt: skip
+        do_sample=True,
+        temperature=params.temperature,
+        top_k=0,
+        top_p=1.0,
+        num_return_sequences=params.n,
+        max_new_tokens=params.max_new_tokens,
+        eos_token_id=eos,
+        pad_token_id=PAD,
+    )
     with torch.inference_mode():
         out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
     model.set_attn_implementation("sdpa")

@@ -33,16 +33,46 @@ PG = "postgres://postgres@127.0.0.1:5432"
 SAMPLE_RUNS, SAMPLE_STEPS, SAMPLES_PER_STEP, GROUP = 10, 500, 200, 8
 METRIC_STEPS, METRICS_PER_RUN, COMPARE_RUNS = 2000, 50, 5
 SAMPLE_COLUMNS = (
-    "run_id", "step", "split", "sample_index", "group", "problem_index", "prompt", "response", "ground_truth",
-    "pred", "score", "acc", "overlong_penalty", "reward", "advantage", "length", "truncated", "kept",
-    "tokens", "token_logprobs", "token_entropy", "token_ratio",
-)  # fmt: skip
+    "run_id",
+    "step",
+    "split",
+    "sample_index",
+    "group",
+    "problem_index",
+    "prompt",
+    "response",
+    "ground_truth",
+    "pred",
+    "score",
+    "acc",
+    "overlong_penalty",
+    "reward",
+    "advantage",
+    "length",
+    "truncated",
+    "kept",
+    "tokens",
+    "token_logprobs",
+    "token_entropy",
+    "token_ratio",
+)
 METRIC_NAMES = [
-    "val/acc/mean@4", "critic/score/mean", "response_length/mean", "actor/entropy", "actor/pg_clipfrac",
-    "actor/pg_loss", "actor/ppo_kl", "actor/grad_norm", "actor/lr", "critic/advantages/mean",
-    "train/num_prompts_kept", "train/frac_all_correct", "train/frac_all_wrong", "timing_s/step",
+    "val/acc/mean@4",
+    "critic/score/mean",
+    "response_length/mean",
+    "actor/entropy",
+    "actor/pg_clipfrac",
+    "actor/pg_loss",
+    "actor/ppo_kl",
+    "actor/grad_norm",
+    "actor/lr",
+    "critic/advantages/mean",
+    "train/num_prompts_kept",
+    "train/frac_all_correct",
+    "train/frac_all_wrong",
+    "timing_s/step",
     "perf/total_num_tokens",
-]  # fmt: skip
+]
 
 
 def setup(db: str, *, recreate: bool) -> dict[str, str]:
@@ -79,10 +109,29 @@ def sample_row(run_id: int, step: int, index: int, rng: random.Random) -> tuple[
         ratio = json.dumps([round(1 + rng.gauss(0, 0.1), 4) for _ in range(length)])
     score = 1.0 if correct else -1.0
     return (
-        run_id, step, "train", index, group, (step * 25 + group) % 2000,
-        f"<s><|user|>Compute {a}+{b}-{c}.\n<|assistant|>", response, str(truth), str(pred), score, correct,
-        0.0, score, rng.gauss(0, 1), length, False, rng.random() < 0.7, tokens, logprobs, entropy, ratio,
-    )  # fmt: skip
+        run_id,
+        step,
+        "train",
+        index,
+        group,
+        (step * 25 + group) % 2000,
+        f"<s><|user|>Compute {a}+{b}-{c}.\n<|assistant|>",
+        response,
+        str(truth),
+        str(pred),
+        score,
+        correct,
+        0.0,
+        score,
+        rng.gauss(0, 1),
+        length,
+        False,
+        rng.random() < 0.7,
+        tokens,
+        logprobs,
+        entropy,
+        ratio,
+    )
 
 
 def fill(samples: int, points: int) -> dict[str, list[int]]:

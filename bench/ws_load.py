@@ -61,9 +61,15 @@ class Connection:
     async def open(cls, host: str, port: int, path: str, headers: dict[str, str]) -> Connection:
         reader, writer = await asyncio.open_connection(host, port)
         key = base64.b64encode(os.urandom(16)).decode()
-        lines = [f"GET {path} HTTP/1.1", f"Host: {host}:{port}", "Upgrade: websocket", "Connection: Upgrade",
-                 f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13",
-                 *(f"{k}: {v}" for k, v in headers.items())]  # fmt: skip
+        lines = [
+            f"GET {path} HTTP/1.1",
+            f"Host: {host}:{port}",
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            f"Sec-WebSocket-Key: {key}",
+            "Sec-WebSocket-Version: 13",
+            *(f"{k}: {v}" for k, v in headers.items()),
+        ]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
         response = await reader.readuntil(b"\r\n\r\n")
         if not response.startswith(b"HTTP/1.1 101"):
@@ -193,7 +199,7 @@ def main() -> None:
             watchers = asyncio.run(
                 watch_while_feeding(
                     "127.0.0.1", port, run.pk, session_cookie(run.owner), args.clients, feeder, args.steps
-                )  # fmt: skip
+                )
             )
         finally:
             proc.terminate()

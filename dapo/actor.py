@@ -286,9 +286,15 @@ class PolicyActor:
         chunk = self.config.optim.logprob_chunk_tokens
         if not self.fsdp and self.world_size == 1 and shares_prompts(self.model, prompts):
             logp, entropy, response_mask = shared_prompt_logprobs(
-                self.model, prompts, responses, self.pad_id, self.device,
-                temperature=r.temperature, with_entropy=True, chunk_tokens=chunk,
-            )  # fmt: skip
+                self.model,
+                prompts,
+                responses,
+                self.pad_id,
+                self.device,
+                temperature=r.temperature,
+                with_entropy=True,
+                chunk_tokens=chunk,
+            )
         else:
             packed = pack(prompts, responses, self.pad_id, self.device)
             logp, entropy = response_logprobs(

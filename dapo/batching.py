@@ -174,8 +174,11 @@ def build_update_batch(
     for i, (r, m, keep) in enumerate(zip(batch, minibatch, loss_mask, strict=True)):
         r.with_tokens = i < token_rows
         r.update_info = {
-            "minibatch": m, "minibatch_tokens": tokens[m], "minibatch_seqs": seqs[m], "in_loss": keep,
-        }  # fmt: skip
+            "minibatch": m,
+            "minibatch_tokens": tokens[m],
+            "minibatch_seqs": seqs[m],
+            "in_loss": keep,
+        }
         if not keep:
             r.discard_reason = "overlong"
     return UpdateBatch(

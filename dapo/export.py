@@ -209,8 +209,16 @@ def main(argv: list[str] | None = None) -> int:
     except (ExportError, ConfigError) as e:
         print(f"export failed: {e}", file=sys.stderr)
         return 2
-    print(json.dumps({"out": str(result.out_dir), "step": result.step, "parameters": result.parameters,
-                      "files": result.files}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "out": str(result.out_dir),
+                "step": result.step,
+                "parameters": result.parameters,
+                "files": result.files,
+            }
+        )
+    )
     return 0
 
 

@@ -123,8 +123,10 @@ class RayBackend:
     ) -> tuple[list[list[float]], list[list[float]]]:
         def once() -> tuple[list[list[float]], list[list[float]]]:
             shards = logprob_shards(len(prompts), len(self.learners), even=self._sharded)
-            calls = [(a, "compute_logprobs", [prompts[i] for i in rows], [responses[i] for i in rows])
-                     for a, (rows, _) in zip(self.learners, shards, strict=False)]  # fmt: skip
+            calls = [
+                (a, "compute_logprobs", [prompts[i] for i in rows], [responses[i] for i in rows])
+                for a, (rows, _) in zip(self.learners, shards, strict=False)
+            ]
             parts = zip(self._on_learners(calls), shards, strict=True)
             kept = [(lp[:real], ent[:real]) for (lp, ent), (_, real) in parts]  # padding rows dropped
             return [x for lp, _ in kept for x in lp], [x for _, ent in kept for x in ent]
@@ -409,8 +411,13 @@ class RayBackend:
                 if attempt == retries:
                     raise
                 self.recoveries += 1
-                log.warning("%s failed (%s); recovering, retry %d of %d", what, type(exc).__name__,
-                            attempt + 1, retries)  # fmt: skip
+                log.warning(
+                    "%s failed (%s); recovering, retry %d of %d",
+                    what,
+                    type(exc).__name__,
+                    attempt + 1,
+                    retries,
+                )
                 recover()
         raise AssertionError("unreachable")
 

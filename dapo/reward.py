@@ -17,7 +17,17 @@ from dapo.rewards import (
 from dapo.rewards.math_dapo import ANSWER_PATTERN, ANSWER_WINDOW, extract_answer
 
 __all__ = [
-    "ANSWER_PATTERN", "ANSWER_WINDOW", "INVALID", "REWARD_FUNCTIONS", "MathDapoReward", "MathResult",
-    "RewardFn", "RewardResult", "extract_answer", "get_reward_fn", "math_dapo_score", "normalize_answer",
+    "ANSWER_PATTERN",
+    "ANSWER_WINDOW",
+    "INVALID",
+    "REWARD_FUNCTIONS",
+    "MathDapoReward",
+    "MathResult",
+    "RewardFn",
+    "RewardResult",
+    "extract_answer",
+    "get_reward_fn",
+    "math_dapo_score",
+    "normalize_answer",
     "overlong_penalty",
-]  # fmt: skip
+]

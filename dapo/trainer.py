@@ -370,8 +370,10 @@ class Trainer:
         if pending is None:
             return
         if not self.off_policy or int(pending["step"]) != self.step + 1:
-            log.warning("the checkpoint's pre-generated batch for step %s is not used; its prompts are "
-                        "skipped", pending["step"])  # fmt: skip
+            log.warning(
+                "the checkpoint's pre-generated batch for step %s is not used; its prompts are skipped",
+                pending["step"],
+            )
             return
         rounds: list[Round] = []
         for r in pending["rounds"]:

@@ -6,8 +6,8 @@
 2. Debian's chromium for the browser tests, when missing and we are root;
 3. Redis: a private server on a free port (REDIS_URL exported), so that concurrent test runs on one
    machine never share queues; where no redis-server exists, the one answering on REDIS_URL;
-4. ruff, mypy, the import-layering contracts (lint-imports), the GPU lock's resolve (scripts/gpu_lock.py:
-   skipped when the package index does not answer), then pytest;
+4. ruff (lint and `ruff format --check`), mypy, the import-layering contracts (lint-imports), the GPU
+   lock's resolve (scripts/gpu_lock.py: skipped when the package index does not answer), then pytest;
 5. stop what step 3 started.
 Exit status: pytest's when it failed, else the first failed check's, else 0.
 Tests use SQLite unless DATABASE_URL is set (.ci/run sets it to the local PostgreSQL).
@@ -64,7 +64,11 @@ def missing_layer_packages() -> list[str]:
 
 
 def checks(pytest_args: list[str], lint_only: bool) -> list[tuple[str, list[str]]]:
-    steps = [("ruff", ["ruff", "check", "."]), ("mypy", ["mypy"])]
+    steps = [
+        ("ruff", ["ruff", "check", "."]),
+        ("ruff format", ["ruff", "format", "--check", "."]),
+        ("mypy", ["mypy"]),
+    ]
     missing = missing_layer_packages()
     if missing:
         print(f"[check] import contracts not checked: packages {', '.join(missing)} are not in this checkout")

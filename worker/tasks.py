@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from catalog.paths import PathError, check_data_path, check_model_path
+from catalog.versions import data_record
 from celery import Task
 from celery.signals import worker_ready, worker_shutdown
 from config.celery import app
@@ -74,6 +75,15 @@ def resolved_config(run: Run) -> RunConfig:
     if extra:
         paths["data.val_paths"] = extra
     return config.with_overrides(paths)
+
+
+def record_data_files(run: Run) -> None:
+    """Record what this attempt reads: each data file's SHA-256 and the catalog dataset version it is
+    (catalog.versions), hashing files whose size or modification time no catalog version knows."""
+    run.data_files = data_record(run.config, read_files=True)
+    with_db_retry(
+        lambda: Run.objects.filter(pk=run.pk).update(data_files=run.data_files), "recording its data files"
+    )
 
 
 def load_runner() -> Callable[..., Any]:
@@ -188,14 +198,18 @@ def launch_run(self: Task, run_id: int) -> str:
     with capture(log_path(run.pk), header, fresh=run.attempts <= 1), Heartbeat(run, worker_id, sink):
         try:
             config = resolved_config(run)
+            record_data_files(run)
             if run.kind == Kind.EVALUATION:  # no training: score the validation sets once (dapo.evaluate)
                 result = start_evaluation(run, config, sink)
             else:
                 start = prepare_start(run, run_dir(run))
                 result = load_runner()(
-                    config, out_dir=run_dir(run), sinks=[sink], resume=start is not None,
+                    config,
+                    out_dir=run_dir(run),
+                    sinks=[sink],
+                    resume=start is not None,
                     resume_from=start,
-                )  # fmt: skip
+                )
         except DB_ERRORS:
             # The database stayed away past the retry window: the run stays "running" without a
             # heartbeat, so the reaper queues it again once its lease runs out, and it resumes.

@@ -29,11 +29,25 @@ from dapo.rewards.rules import BoxedExact, JsonMatch, MultipleChoice, RegexMatch
 from dapo.rewards.verify import MathVerifyReward
 
 __all__ = [
-    "INVALID", "REWARD_FUNCTIONS", "CombinedReward", "MathDapoReward", "MathResult", "RewardError",
-    "RewardFn", "RewardResult", "as_result", "build_reward", "describe_rewards", "get_reward_fn",
-    "math_dapo_score", "normalize_answer", "overlong_penalty", "parse_names", "parse_weights",
+    "INVALID",
+    "REWARD_FUNCTIONS",
+    "CombinedReward",
+    "MathDapoReward",
+    "MathResult",
+    "RewardError",
+    "RewardFn",
+    "RewardResult",
+    "as_result",
+    "build_reward",
+    "describe_rewards",
+    "get_reward_fn",
+    "math_dapo_score",
+    "normalize_answer",
+    "overlong_penalty",
+    "parse_names",
+    "parse_weights",
     "reward_errors",
-]  # fmt: skip
+]
 
 RewardFn = Callable[[str, str], Any]
 """A reward: ``(response, ground_truth) -> RewardResult`` (or a number, bool or mapping: see base)."""

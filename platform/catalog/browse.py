@@ -168,4 +168,3 @@ def neighbours(dataset: Dataset, split: str, index: int) -> tuple[int | None, in
 
 def _text(raw: str | None, limit: int) -> str:
     return (raw or "").replace("\x00", "").strip()[:limit]
-

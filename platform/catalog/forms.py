@@ -1,4 +1,5 @@
-"""The dataset page's two forms: upload files, or register files already on the server."""
+"""The dataset page's two forms (upload files, or register files already on the server) and the models
+page's register form."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from typing import Any
 from django import forms
 
 from catalog.importer import SplitFile
-from catalog.models import Dataset
-from catalog.paths import PathError, check_dataset_path, portable
+from catalog.model_info import ModelCheckError, check_model
+from catalog.models import BaseModel
+from catalog.paths import PathError, check_dataset_path, check_model_path, portable
 from catalog.uploads import StagedUpload, max_upload_bytes
+from catalog.versions import next_version
 
 UPLOAD_SUFFIXES = (".parquet", ".jsonl")
 _FILE = forms.FileInput(attrs={"accept": ",".join(UPLOAD_SUFFIXES)})
@@ -19,7 +22,7 @@ _FILE = forms.FileInput(attrs={"accept": ",".join(UPLOAD_SUFFIXES)})
 class _Named(forms.Form):
     name = forms.CharField(
         max_length=200,
-        help_text="Unique in the catalog; runs refer to it.",
+        help_text="A name already in the catalog adds that dataset's next version (the older stay).",
         error_messages={"required": "give the dataset a name"},
     )
     description = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
@@ -28,9 +31,7 @@ class _Named(forms.Form):
         name = " ".join(self.cleaned_data["name"].replace("\x00", "").split())
         if not name:
             raise forms.ValidationError("give the dataset a name")
-        if Dataset.objects.filter(name__iexact=name).exists():
-            raise forms.ValidationError(f"a dataset named {name!r} already exists: choose another name")
-        return name
+        return next_version(name)[0]  # an existing dataset's spelling: the import adds its next version
 
 
 class UploadForm(_Named):
@@ -119,3 +120,71 @@ class RegisterForm(_Named):
             )
             if path is not None
         ]
+
+
+class ModelRegisterForm(forms.Form):
+    """Register a model folder on the server: inside a model root, loadable (catalog.model_info)."""
+
+    name = forms.CharField(
+        max_length=200,
+        help_text="Unique in the catalog; the new-run form and the API name it.",
+        error_messages={"required": "give the model a name"},
+    )
+    path = forms.CharField(
+        max_length=1024,
+        label="Model folder on the server",
+        widget=forms.TextInput(attrs={"placeholder": "/data/models/Qwen2.5-0.5B-Instruct"}),
+        error_messages={"required": "name the model's folder"},
+    )
+    description = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("auto_id", "model-%s")
+        super().__init__(*args, **kwargs)
+        self.details: dict[str, Any] = {}
+
+    def clean_name(self) -> str:
+        name = " ".join(self.cleaned_data["name"].replace("\x00", "").split())
+        if not name:
+            raise forms.ValidationError("give the model a name")
+        if any(not c.isprintable() for c in name) or not _encodable(name):
+            raise forms.ValidationError("must be printable text")
+        if BaseModel.objects.filter(name__iexact=name).exists():
+            raise forms.ValidationError(
+                f"a model named {name!r} is already in the catalog: choose another name"
+            )
+        return name
+
+    def clean_path(self) -> Path:
+        try:
+            resolved = check_model_path(self.cleaned_data["path"].strip())
+        except PathError as e:
+            raise forms.ValidationError(str(e)) from None
+        except (OSError, ValueError) as e:  # a name too long, an odd character
+            raise forms.ValidationError(f"is not a usable path ({type(e).__name__})") from None
+        try:
+            self.details = check_model(resolved)
+        except ModelCheckError as e:
+            raise forms.ValidationError(f"cannot be used as a base model: {e}") from None
+        return resolved
+
+    def save(self, user: Any) -> BaseModel:
+        """The catalog entry of the checked folder (call after is_valid)."""
+        data, details = self.cleaned_data, self.details
+        return BaseModel.objects.create(
+            name=data["name"],
+            path=portable(data["path"]),
+            architecture=(", ".join(details["architectures"]) or details["model_type"])[:200],
+            parameter_count=details["parameters"],
+            description=data["description"],
+            details=details,
+            created_by=user,
+        )
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True

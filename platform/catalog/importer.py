@@ -5,6 +5,10 @@ and validated by ``dapo.data.iter_problem_rows``, the trainer's own loader, so a
 ``problem_index`` of a run's samples. The import is one transaction: the Dataset row, its rows and (for an
 upload) the move of its files from their temporary names to their place under
 ``DAPO_VAR_DIR/datasets/``. On any error the transaction rolls back and the uploaded files are deleted.
+
+A name already in the catalog gets a new version (``catalog.versions``): the older versions keep their
+rows and files. Each version records its files' SHA-256 hashes; files identical to an existing version of
+the name are refused.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from django.utils.text import slugify
 
 from catalog.models import Dataset, DatasetRow
 from catalog.paths import DATASET_SUFFIXES, portable
+from catalog.versions import content_hash, file_record, next_version
 from dapo.data import DataError, Problem, iter_problem_rows
 
 BATCH = 1000
@@ -63,8 +68,9 @@ def import_dataset(
     """
     moved: list[Path] = []
     try:
+        records = _file_records(files)
         with transaction.atomic():
-            dataset = _dataset_row(name, description, created_by, replace)
+            dataset = _dataset_row(name, description, created_by, replace, content_hash(records))
             counts: dict[str, int] = {}
             schema: dict[str, Any] = {}
             for f in files:
@@ -73,7 +79,7 @@ def import_dataset(
             paths = {f.split: f.path for f in files}
             if keep_files:
                 paths = _move_into_place(dataset, files, moved)
-            _finish(dataset, paths, counts, schema, keep_files=keep_files)
+            _finish(dataset, paths, counts, schema, keep_files=keep_files, records=records)
     except BaseException:
         for path in [*moved, *(f.path for f in files if keep_files)]:
             path.unlink(missing_ok=True)
@@ -102,18 +108,43 @@ def fingerprint(paths: Iterable[Path]) -> str:
 # ---- steps -------------------------------------------------------------------------------------------
 
 
-def _dataset_row(name: str, description: str, created_by: Any, replace: Dataset | None) -> Dataset:
+def _file_records(files: list[SplitFile]) -> dict[str, dict[str, Any]]:
+    try:
+        return {f.split: file_record(f.path) for f in files}
+    except OSError as e:
+        raise ImportFailed(f"{files[0].label}: could not be read ({e.strerror or e})") from None
+
+
+def _dataset_row(
+    name: str, description: str, created_by: Any, replace: Dataset | None, digest: str
+) -> Dataset:
+    """The Dataset row to fill: ``replace`` emptied, or the next version of ``name`` (1 when new). A new
+    version identical to an existing one (same content hash) is refused: it would add nothing."""
     if replace is not None:
         replace.rows.all().delete()
         replace.description = description
         return replace
+    name, version = next_version(name)
+    same = Dataset.objects.filter(name=name, content_hash=digest).order_by("-version").first()
+    if same is not None:
+        raise ImportFailed(
+            f"these files are identical to {same.label} (sha256 {digest[:12]}): nothing was imported; "
+            "that version is the one to use"
+        )
     try:
-        with transaction.atomic():  # a savepoint: the unique name may race with another upload
+        with transaction.atomic():  # a savepoint: the version number may race with another upload
             return Dataset.objects.create(
-                name=name, description=description, created_by=created_by, path="", format="parquet"
+                name=name,
+                version=version,
+                description=description,
+                created_by=created_by,
+                path="",
+                format="parquet",
             )
     except IntegrityError:
-        raise ImportFailed(f"a dataset named {name!r} already exists: choose another name") from None
+        raise ImportFailed(
+            f"another version of {name!r} was imported at the same moment: send this one again"
+        ) from None
 
 
 def _import_split(dataset: Dataset, f: SplitFile) -> tuple[int, dict[str, str]]:
@@ -207,7 +238,10 @@ def _finish(
     schema: dict[str, str],
     *,
     keep_files: bool,
+    records: dict[str, dict[str, Any]],
 ) -> None:
+    dataset.files = records  # a rename keeps size and modification time
+    dataset.content_hash = content_hash(records)
     dataset.path = portable(paths["train"])
     dataset.val_path = portable(paths["val"]) if "val" in paths else ""
     dataset.format = paths["train"].suffix.lower().lstrip(".")

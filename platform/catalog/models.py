@@ -20,9 +20,13 @@ SPLITS = [("train", "train"), ("val", "validation")]
 
 
 class Dataset(models.Model):
+    """One version of a dataset: a re-upload (or a re-registration of changed files) under the same name
+    is a new row with the next ``version``; the older ones keep their rows and files and stay readable."""
+
     FORMATS = [("parquet", "Parquet (DAPO schema)"), ("jsonl", "JSON lines"), ("json", "JSON list")]
 
-    name = models.CharField(max_length=200, unique=True)
+    name = models.CharField(max_length=200)
+    version = models.PositiveIntegerField(default=1, help_text="1, 2, ...: versions share the name.")
     path = models.CharField(max_length=1024, help_text="The training split's file.")
     val_path = models.CharField(max_length=1024, blank=True, help_text="The validation split's file.")
     format = models.CharField(max_length=16, choices=FORMATS, default="parquet")
@@ -40,17 +44,37 @@ class Dataset(models.Model):
         blank=True,
         help_text="Size and mtime of the imported files: unchanged files are not re-read.",
     )
+    files = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Per split, the imported file: {"train": {"sha256", "bytes", "mtime_ns"}, "val": ...}.',
+    )
+    content_hash = models.CharField(
+        max_length=64, blank=True, help_text="SHA-256 over the splits' file hashes: this version's identity."
+    )
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["name", "-version"]
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="dataset_name_version")]
 
     def __str__(self) -> str:
-        return self.name
+        return self.name if self.version == 1 else f"{self.name} v{self.version}"
+
+    @property
+    def label(self) -> str:
+        """The name with its version: "quiz v2"."""
+        return f"{self.name} v{self.version}"
+
+    def versions(self) -> models.QuerySet[Dataset]:
+        """Every version of this dataset's name, newest first."""
+        return Dataset.objects.filter(name=self.name).order_by("-version")
+
+    def is_latest(self) -> bool:
+        return not Dataset.objects.filter(name=self.name, version__gt=self.version).exists()
 
     def config_overrides(self) -> dict[str, str]:
         """The run-config fields this dataset sets."""
         return {"data.train_path": self.path, "data.val_path": self.val_path}
-
 
 
 class DatasetRow(models.Model):
@@ -92,6 +116,15 @@ class BaseModel(models.Model):
     parameter_count = models.BigIntegerField(default=0)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    details = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Read from the folder at registration (catalog.model_info): layers, hidden size, "
+        "vocabulary, dtype, weight files...",
+    )
 
     class Meta:
         ordering = ["name"]

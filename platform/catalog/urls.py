@@ -8,4 +8,5 @@ urlpatterns = [
     path("upload/", views.dataset_upload, name="upload"),
     path("register/", views.dataset_register, name="register"),
     path("<id:dataset_id>/", views.dataset_detail, name="detail"),
+    path("<id:dataset_id>/delete/", views.dataset_delete, name="delete"),
 ]

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
+from django.db.models import Count, OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
@@ -21,7 +22,9 @@ from catalog.detail import reward_coverage, row_panel, statistics
 from catalog.forms import RegisterForm, UploadForm
 from catalog.importer import ImportFailed, import_dataset
 from catalog.models import Dataset
+from catalog.removal import DeleteRefused, delete_dataset, may_delete
 from catalog.uploads import DatasetUploadHandler, max_upload_bytes
+from catalog.versions import latest
 from dapo.rewards import describe_rewards
 
 MULTIPART_SLACK = 1024 * 1024
@@ -36,11 +39,17 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 def _render_list(
     request: HttpRequest, upload: UploadForm, register: RegisterForm, status: int = 200, refused: str = ""
 ) -> HttpResponse:
-    datasets = list(Dataset.objects.select_related("created_by"))
-    for dataset in datasets:
+    counts = dict(Dataset.objects.values_list("name").annotate(n=Count("id")).order_by())
+    newest = Dataset.objects.filter(
+        version=Subquery(
+            Dataset.objects.filter(name=OuterRef("name")).order_by("-version").values("version")[:1]
+        )
+    )
+    datasets = list(newest.select_related("created_by"))
+    for dataset in datasets:  # for the template: the newest version of each name
         used = solve.runs_using(dataset, request.user)
-        runs = sorted({*used["train"], *used["val"]}, key=lambda r: -r.pk)
-        dataset.used_by = runs  # type: ignore[attr-defined]  # for the template
+        dataset.used_by = sorted({*used["train"], *used["val"]}, key=lambda r: -r.pk)  # type: ignore[attr-defined]
+        dataset.version_count = counts.get(dataset.name, 1)  # type: ignore[attr-defined]
     context = {
         "datasets": datasets,
         "upload": upload,
@@ -99,7 +108,8 @@ def _import(request: HttpRequest, form: UploadForm | RegisterForm, *, keep_files
             return _render_list(request, form, RegisterForm(), status=400)
         return _render_list(request, UploadForm(), form, status=400)
     splits = ", ".join(f"{n:,} {split}" for split, n in dataset.splits.items())
-    messages.success(request, f"Imported {dataset.name}: {splits} problems.")
+    version = f" as version {dataset.version}" if dataset.version > 1 else ""
+    messages.success(request, f"Imported {dataset.name}{version}: {splits} problems.")
     return redirect("catalog:detail", dataset_id=dataset.pk)
 
 
@@ -131,8 +141,33 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
         "panel": row_panel(dataset, query, runs, model) if query.row is not None else None,
         "rewards": describe_rewards(),
         "reward_check": reward_coverage(dataset, query.split, query.reward) if query.reward else None,
+        "versions": _versions(dataset, request.user),
+        "may_delete": may_delete(dataset, request.user),
     }
     return render(request, "catalog/detail.html", context)
+
+
+def _versions(dataset: Dataset, user: Any) -> list[dict[str, Any]]:
+    """Every version of the dataset's name, newest first, with the runs of this user that read it."""
+    out = []
+    for version in dataset.versions().select_related("created_by"):
+        used = solve.runs_using(version, user)
+        out.append({"dataset": version, "runs": len({r.pk for r in [*used["train"], *used["val"]]})})
+    return out
+
+
+@require_POST
+def dataset_delete(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """Delete one version (confirmed on the dataset page); refused while a queued or running run reads it."""
+    dataset = get_object_or_404(Dataset.objects.select_related("created_by"), pk=dataset_id)
+    try:
+        message = delete_dataset(dataset, request.user)
+    except DeleteRefused as e:
+        messages.error(request, f"Not deleted: {e}")
+        return redirect("catalog:detail", dataset_id=dataset.pk)
+    messages.success(request, message)
+    remaining = latest(dataset.name)
+    return redirect("catalog:detail", dataset_id=remaining.pk) if remaining else redirect("catalog:datasets")
 
 
 def _roots() -> list[str]:

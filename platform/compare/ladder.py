@@ -53,8 +53,14 @@ def launch_ladder(request: HttpRequest) -> HttpResponse:
     group = free_group(request.user, name)
     with transaction.atomic():
         for rung, config in rungs:
-            Run.create_queued(owner=request.user, name=f"{name}{LADDER_SEP}{rung}", config=config,
-                              preset=rung, group=group, **picks)  # fmt: skip
+            Run.create_queued(
+                owner=request.user,
+                name=f"{name}{LADDER_SEP}{rung}",
+                config=config,
+                preset=rung,
+                group=group,
+                **picks,
+            )
     return redirect(f"{reverse('compare:compare')}?{urlencode({'group': group})}")
 
 

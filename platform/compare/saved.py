@@ -82,12 +82,19 @@ def saved_comparison(request: HttpRequest, comparison_id: int) -> HttpResponse:
         return render(request, "compare/compare.html", missing, status=404)
     metrics = request.GET.get("metrics") or saved.metrics or None  # the page's controls rewrite ?metrics=
     context = compare_context(runs, metrics, {"ids": ",".join(str(r.pk) for r in runs)})
-    context |= {"saved": saved, "hidden_runs": hidden, "can_share": saved.owner_id == request.user.pk
-                or request.user.is_superuser, "all_groups": Group.objects.order_by("name"),
-                "shared_user_names": ", ".join(u.get_username() for u in saved.shared_users.all()),
-                "shared_group_names": [g.name for g in saved.shared_groups.all()]}  # fmt: skip
-    context["page_data"]["saved"] = {"id": saved.pk, "name": saved.name, **{k: str(v) for k, v in
-                                     saved.settings().items() if k != "metrics"}}  # fmt: skip
+    context |= {
+        "saved": saved,
+        "hidden_runs": hidden,
+        "can_share": saved.owner_id == request.user.pk or request.user.is_superuser,
+        "all_groups": Group.objects.order_by("name"),
+        "shared_user_names": ", ".join(u.get_username() for u in saved.shared_users.all()),
+        "shared_group_names": [g.name for g in saved.shared_groups.all()],
+    }
+    context["page_data"]["saved"] = {
+        "id": saved.pk,
+        "name": saved.name,
+        **{k: str(v) for k, v in saved.settings().items() if k != "metrics"},
+    }
     context["data_json"] = script_json(context["page_data"])
     return render(request, "compare/compare.html", context)
 
@@ -104,8 +111,12 @@ def comparison_share(request: HttpRequest, comparison_id: int) -> HttpResponse:
         with transaction.atomic():
             saved.shared_users.set(users)
             saved.shared_groups.set(groups)
-        messages.info(request, "Shared read-only (with the runs in it that you own)." if users or groups
-                      else "Private: shared with no one.")  # fmt: skip
+        messages.info(
+            request,
+            "Shared read-only (with the runs in it that you own)."
+            if users or groups
+            else "Private: shared with no one.",
+        )
     return redirect(saved.get_absolute_url())
 
 

@@ -179,10 +179,15 @@ class SweepCreate(APIView):
         preset = body.get("preset") if body.get("config") is None else ""
         group, queued = queue(request.user, name, planned, preset=preset or "", **picks)
         return Response(
-            {"group": group, "count": len(queued), "queued": True, "compare_url": compare_url(group),
-             "runs": [RunSerializer(run).data for run in queued]},
+            {
+                "group": group,
+                "count": len(queued),
+                "queued": True,
+                "compare_url": compare_url(group),
+                "runs": [RunSerializer(run).data for run in queued],
+            },
             status=status.HTTP_201_CREATED,
-        )  # fmt: skip
+        )
 
 
 def _invalid(errors: Errors) -> Response:
@@ -238,9 +243,18 @@ def metric_values(runs: list[Run], metric: str) -> list[dict[str, Any]]:
     out = []
     for run in runs:
         row = stats.get(run.pk, {})
-        out.append({
-            "id": run.pk, "name": run.name, "url": reverse("runs:detail", args=[run.pk]),
-            "status": run.status, "step": run.step, "total_steps": run.total_steps, "last": last.get(run.pk),
-            "last_step": row.get("last_step"), "max": row.get("max"), "min": row.get("min"),
-        })  # fmt: skip
+        out.append(
+            {
+                "id": run.pk,
+                "name": run.name,
+                "url": reverse("runs:detail", args=[run.pk]),
+                "status": run.status,
+                "step": run.step,
+                "total_steps": run.total_steps,
+                "last": last.get(run.pk),
+                "last_step": row.get("last_step"),
+                "max": row.get("max"),
+                "min": row.get("min"),
+            }
+        )
     return out

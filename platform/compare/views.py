@@ -117,11 +117,19 @@ def run_info(run: Run, index: int) -> dict[str, Any]:
     rest = {k: v for k, v in config.items() if k != "seed"}  # runs alike but for the seed share this key
     same_but_seed = hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:12]
     return {
-        "id": run.pk, "name": run.name, "url": reverse("runs:detail", args=[run.pk]),
-        "preset": run.preset, "group": run.group, "seed": config.get("seed"), "config_key": same_but_seed,
-        "status": run.status, "step": run.step, "total_steps": run.total_steps,
-        "series": index % SERIES_COLOURS + 1, "dash": DASHES[(index // SERIES_COLOURS) % len(DASHES)],
-    }  # fmt: skip
+        "id": run.pk,
+        "name": run.name,
+        "url": reverse("runs:detail", args=[run.pk]),
+        "preset": run.preset,
+        "group": run.group,
+        "seed": config.get("seed"),
+        "config_key": same_but_seed,
+        "status": run.status,
+        "step": run.step,
+        "total_steps": run.total_steps,
+        "series": index % SERIES_COLOURS + 1,
+        "dash": DASHES[(index // SERIES_COLOURS) % len(DASHES)],
+    }
 
 
 def metric_names(run: Run) -> list[str]:
@@ -270,8 +278,14 @@ def compare_context(
         "query": query,
         "token_metrics": list(TOKEN_METRICS),
     }
-    return {"runs": data["runs"], "diff": diff_rows(runs), "page_data": data, "n_names": len(names),
-            "query": urlencode(query), "n_settings": len(flatten(runs[0].config))}  # fmt: skip
+    return {
+        "runs": data["runs"],
+        "diff": diff_rows(runs),
+        "page_data": data,
+        "n_names": len(names),
+        "query": urlencode(query),
+        "n_settings": len(flatten(runs[0].config)),
+    }
 
 
 def script_json(data: Any) -> str:
@@ -319,11 +333,19 @@ def compare_validation(request: HttpRequest) -> HttpResponse:
         else []
     )
     first = rows[0] if rows else None
-    return JsonResponse({
-        "steps": steps, "step": step, "problems": problems, "problem": problem,
-        "prompt": first.prompt if first else "", "ground_truth": first.ground_truth if first else "",
-        "samples": {run.pk: [s.summary(SAMPLE_CHARS) for s in rows if s.run_id == run.pk] for run in runs},
-    })  # fmt: skip
+    return JsonResponse(
+        {
+            "steps": steps,
+            "step": step,
+            "problems": problems,
+            "problem": problem,
+            "prompt": first.prompt if first else "",
+            "ground_truth": first.ground_truth if first else "",
+            "samples": {
+                run.pk: [s.summary(SAMPLE_CHARS) for s in rows if s.run_id == run.pk] for run in runs
+            },
+        }
+    )
 
 
 def val_steps(run: Run) -> list[int]:
@@ -349,7 +371,16 @@ def compare_groups(request: HttpRequest) -> HttpResponse:
     for pk, group in runs.filter(group__in=[g["group"] for g in groups]).values_list("pk", "group"):
         members.setdefault(group, []).append(pk)
     url = reverse("compare:compare")
-    return JsonResponse({"groups": [
-        {"name": g["group"], "runs": g["n"], "ids": sorted(members.get(g["group"], [])),
-         "url": f"{url}?{urlencode({'group': g['group']})}"} for g in groups
-    ]})  # fmt: skip
+    return JsonResponse(
+        {
+            "groups": [
+                {
+                    "name": g["group"],
+                    "runs": g["n"],
+                    "ids": sorted(members.get(g["group"], [])),
+                    "url": f"{url}?{urlencode({'group': g['group']})}",
+                }
+                for g in groups
+            ]
+        }
+    )

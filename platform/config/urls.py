@@ -17,7 +17,9 @@ urlpatterns = [
     path("runs/", include("inspector.urls")),  # /runs/<id>/samples/, /runs/<id>/problems/<index>/
     path("runs/", include("compare.urls")),  # /runs/compare/, /runs/new/ladder/, /runs/<id>/metrics.csv
     path("datasets/", include("catalog.urls")),
+    path("models/", include("catalog.model_urls")),
     path("api/", include("runs.api_urls")),
+    path("api/", include("catalog.api_urls")),
     path("api/", include("compare.api_urls")),  # /api/sweeps/
 ]
 

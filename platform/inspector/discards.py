@@ -107,8 +107,15 @@ def _row(reason: str, label: str, stored: int, logged: float | None) -> dict[str
     logged_count = None if logged is None else int(round(logged))
     missing = None if logged_count is None else max(logged_count - stored, 0)
     help_text = REASONS[reason][1] if reason in REASONS else "Trained on: the step's batch."
-    return {"reason": reason, "label": label, "help": help_text, "stored": stored, "logged": logged_count,
-            "not_stored": missing, "unit": "groups"}  # fmt: skip
+    return {
+        "reason": reason,
+        "label": label,
+        "help": help_text,
+        "stored": stored,
+        "logged": logged_count,
+        "not_stored": missing,
+        "unit": "groups",
+    }
 
 
 def _config(run: Run, section: str) -> dict[str, Any]:

@@ -42,9 +42,13 @@ def explain_tokens(run: Run, sample: Sample, clip: dict[str, float | None]) -> d
     n = min(len(old), len(new))
     try:
         weight = token_weight(
-            mode, in_loss=in_loss, seq_tokens=n, minibatch_tokens=tokens, minibatch_seqs=seqs,
+            mode,
+            in_loss=in_loss,
+            seq_tokens=n,
+            minibatch_tokens=tokens,
+            minibatch_seqs=seqs,
             max_len=int(max_len),
-        )  # fmt: skip
+        )
     except ValueError:
         return None
     low, high = clip["clip_low"] or 0.0, clip["clip_high"] or 0.0
@@ -54,8 +58,16 @@ def explain_tokens(run: Run, sample: Sample, clip: dict[str, float | None]) -> d
         if o is None or w is None:
             terms.append(None)
             continue
-        t = token_terms(o, w, sample.advantage, clip_low=low, clip_high=high, clip_c=clip["clip_c"],
-                        weight=weight, in_loss=in_loss)  # fmt: skip
+        t = token_terms(
+            o,
+            w,
+            sample.advantage,
+            clip_low=low,
+            clip_high=high,
+            clip_c=clip["clip_c"],
+            weight=weight,
+            in_loss=in_loss,
+        )
         terms.append(t.to_dict())
     pg_loss = (
         MetricPoint.objects.filter(run=run, step=sample.step, name="actor/pg_loss")

@@ -105,13 +105,33 @@ def parquet_file(rows: Iterator[dict[str, Any]]) -> IO[bytes]:
     import pyarrow.parquet as pq
 
     text, number, flag = pa.string(), pa.float64(), pa.bool_()
-    types = {"run_id": pa.int64(), "step": pa.int64(), "split": text, "sample_index": pa.int64(),
-             "group": pa.int64(), "problem_index": pa.int64(), "prompt": text, "response": text,
-             "ground_truth": text, "pred": text, "score": number, "acc": flag, "overlong_penalty": number,
-             "reward": number, "advantage": number, "length": pa.int64(), "truncated": flag, "kept": flag,
-             "discard_reason": text, "tokens": pa.list_(text), "token_logprobs": pa.list_(number),
-             "token_entropy": pa.list_(number), "token_ratio": pa.list_(number),
-             "token_old_logprobs": pa.list_(number), "token_new_logprobs": pa.list_(number)}  # fmt: skip
+    types = {
+        "run_id": pa.int64(),
+        "step": pa.int64(),
+        "split": text,
+        "sample_index": pa.int64(),
+        "group": pa.int64(),
+        "problem_index": pa.int64(),
+        "prompt": text,
+        "response": text,
+        "ground_truth": text,
+        "pred": text,
+        "score": number,
+        "acc": flag,
+        "overlong_penalty": number,
+        "reward": number,
+        "advantage": number,
+        "length": pa.int64(),
+        "truncated": flag,
+        "kept": flag,
+        "discard_reason": text,
+        "tokens": pa.list_(text),
+        "token_logprobs": pa.list_(number),
+        "token_entropy": pa.list_(number),
+        "token_ratio": pa.list_(number),
+        "token_old_logprobs": pa.list_(number),
+        "token_new_logprobs": pa.list_(number),
+    }
     schema = pa.schema([(name, types[name]) for name in [*FIELDS, *TOKEN_FIELDS]])
     out = tempfile.TemporaryFile()
     with pq.ParquetWriter(out, schema, compression="zstd") as writer:

@@ -25,14 +25,27 @@ from inspector.views import GROUPS_PER_PAGE
 
 COLUMN_SORTS: dict[str, tuple[str, bool]] = {
     "index": ("sample_index", False),
-    "reward_desc": ("reward", True), "reward_asc": ("reward", False),
-    "length_desc": ("length", True), "length_asc": ("length", False),
-}  # fmt: skip
+    "reward_desc": ("reward", True),
+    "reward_asc": ("reward", False),
+    "length_desc": ("length", True),
+    "length_asc": ("length", False),
+}
 """Sort name -> (field, descending); ties go by sample index."""
 FIELDS = [
-    "id", "sample_index", "problem_index", "pred", "acc", "score", "overlong_penalty", "reward", "advantage",
-    "length", "truncated", "kept", "response",
-]  # fmt: skip
+    "id",
+    "sample_index",
+    "problem_index",
+    "pred",
+    "acc",
+    "score",
+    "overlong_penalty",
+    "reward",
+    "advantage",
+    "length",
+    "truncated",
+    "kept",
+    "response",
+]
 
 
 def common_prefix(a: Any, b: Any) -> int:
@@ -70,8 +83,15 @@ def first_divergence(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, An
             token = str(tokens[k]) if k < len(tokens) else ""
             out[f"span_{side}"] = len(token) if spelled and response.startswith(token, len(before)) else 1
         return out
-    return {"level": "char", "index": chars, "identical": ra == rb, "char_a": chars, "char_b": chars,
-            "span_a": 1, "span_b": 1}  # fmt: skip
+    return {
+        "level": "char",
+        "index": chars,
+        "identical": ra == rb,
+        "char_a": chars,
+        "char_b": chars,
+        "span_a": 1,
+        "span_b": 1,
+    }
 
 
 def group_columns(run: Run, split: str, step: int, group: int, sort: str) -> dict[str, Any]:
@@ -88,10 +108,16 @@ def group_columns(run: Run, split: str, step: int, group: int, sort: str) -> dic
     rows.sort(key=lambda r: (-r[field] if desc else r[field], r["sample_index"]))
     head = Sample.objects.only("prompt", "ground_truth").get(pk=rows[0]["id"])
     return {
-        "split": split, "step": step, "group": group, "sort": sort, "prompt": head.prompt,
-        "ground_truth": head.ground_truth, "problem_index": rows[0]["problem_index"], "columns": rows,
+        "split": split,
+        "step": step,
+        "group": group,
+        "sort": sort,
+        "prompt": head.prompt,
+        "ground_truth": head.ground_truth,
+        "problem_index": rows[0]["problem_index"],
+        "columns": rows,
         "correct": sum(r["acc"] for r in rows),
-    }  # fmt: skip
+    }
 
 
 def default_pair(columns: list[dict[str, Any]]) -> tuple[int, int] | None:
@@ -153,9 +179,11 @@ def group_page(request: HttpRequest, run_id: int, step: int, group: int) -> Http
     data["pair"] = divergence(run, split, step, group, *pair) if pair else None
     data["urls"] = {"diverge": reverse("inspector:samples-group-diverge", args=[run.pk, step, group])}
     meta = {
-        "split": split, "pair": data["pair"], "urls": data["urls"],
+        "split": split,
+        "pair": data["pair"],
+        "urls": data["urls"],
         "indexes": [c["sample_index"] for c in data["columns"]],
-    }  # fmt: skip
+    }
     page = group // GROUPS_PER_PAGE + 1
     return render(
         request,

@@ -11,8 +11,11 @@ from runs.models import Run, Sample
 
 from dapo.rewards import parse_names, parse_weights
 
-PART_LABELS = {"score": "score (correctness, weighted sum)", "overlong_penalty": "overlong penalty",
-               "reward": "reward (total)"}  # fmt: skip
+PART_LABELS = {
+    "score": "score (correctness, weighted sum)",
+    "overlong_penalty": "overlong penalty",
+    "reward": "reward (total)",
+}
 
 
 def _config_value(run: Run, section: str, name: str, default: Any) -> Any:

@@ -23,10 +23,13 @@ MAX_K = 500
 MAX_QUERY_CHARS = 200
 SORTS: dict[str, tuple[str, bool]] = {
     "index": ("sample_index", False),
-    "reward_desc": ("reward", True), "reward_asc": ("reward", False),
-    "length_desc": ("length", True), "length_asc": ("length", False),
-    "advantage_desc": ("advantage", True), "advantage_asc": ("advantage", False),
-}  # fmt: skip
+    "reward_desc": ("reward", True),
+    "reward_asc": ("reward", False),
+    "length_desc": ("length", True),
+    "length_asc": ("length", False),
+    "advantage_desc": ("advantage", True),
+    "advantage_asc": ("advantage", False),
+}
 """Sort name -> (field, descending); ties go by sample index."""
 PART_FIELDS = ("score", "overlong_penalty", "reward")
 """Reward parts stored as columns; ``reward/<name>`` is one reward's own score (Sample.reward_scores)."""
@@ -124,10 +127,15 @@ class SampleFilter:
         if self.step is not None:
             qs = qs.filter(step=self.step)
         conditions = {
-            "acc": self.acc, "kept": self.kept, "truncated": self.truncated, "problem_index": self.problem,
-            "reward__gte": self.reward_min, "reward__lte": self.reward_max,
-            "length__gte": self.length_min, "length__lte": self.length_max,
-        }  # fmt: skip
+            "acc": self.acc,
+            "kept": self.kept,
+            "truncated": self.truncated,
+            "problem_index": self.problem,
+            "reward__gte": self.reward_min,
+            "reward__lte": self.reward_max,
+            "length__gte": self.length_min,
+            "length__lte": self.length_max,
+        }
         qs = qs.filter(**{name: value for name, value in conditions.items() if value is not None})
         if self.tokens is not None:
             qs = qs.filter(tokens__isnull=not self.tokens)

@@ -22,7 +22,8 @@ POST /api/evaluations/               {"name", "base_model" | "checkpoint", "data
 POST /api/sweeps/                    a run's body plus {"sweep": {...}, "dry_run"?}: a grid or random sweep
                                      queued as one run group (compare.sweep_views)
 
-The same reference as a page: /api/docs/ (runs.api_docs); as OpenAPI: /api/schema/.
+The catalog (models, dataset versions): catalog.api. The same reference as a page: /api/docs/
+(runs.api_docs); as OpenAPI: /api/schema/. A Python client: dapo.client.
 """
 
 from __future__ import annotations
@@ -64,8 +65,10 @@ def query_params(**described: tuple[type, str]) -> list[Any]:
     """Query parameters for the schema and /api/docs/: name=(type, description)."""
     if OpenApiParameter is None:
         return []
-    return [OpenApiParameter(name, kind, OpenApiParameter.QUERY, description=text)
-            for name, (kind, text) in described.items()]  # fmt: skip
+    return [
+        OpenApiParameter(name, kind, OpenApiParameter.QUERY, description=text)
+        for name, (kind, text) in described.items()
+    ]
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -74,8 +77,15 @@ class RunSerializer(serializers.ModelSerializer):
         fields = ["id"]
 
     def to_representation(self, run: Run) -> dict[str, Any]:
-        out = {**list_row(run), "latest_metrics": run.latest_metrics, "config": run.config,
-               "parent": run.parent_id, "fork_step": run.fork_step, "notes": run.notes}  # fmt: skip
+        out = {
+            **list_row(run),
+            "latest_metrics": run.latest_metrics,
+            "config": run.config,
+            "parent": run.parent_id,
+            "fork_step": run.fork_step,
+            "notes": run.notes,
+            "data_files": run.data_files,
+        }
         request = self.context.get("request")
         if request is not None and access.can_write(request.user, run):
             out |= manage.sharing(run)
@@ -117,7 +127,9 @@ class RunCreateSerializer(serializers.Serializer):
     config = serializers.DictField(required=False, help_text="A full RunConfig.to_dict(); wins over preset.")
     overrides = serializers.DictField(required=False, help_text='Dotted fields: {"optim.lr": 1e-5}.')
     base_model = serializers.CharField(required=False, help_text="Catalog base model, by name or id.")
-    dataset = serializers.CharField(required=False, help_text="Catalog dataset, by name or id.")
+    dataset = serializers.CharField(
+        required=False, help_text="Catalog dataset: a version's id, or a name (its newest version)."
+    )
 
 
 class MetricsSerializer(serializers.Serializer):
@@ -158,13 +170,14 @@ def query_bool(request: Request, name: str) -> bool | None:
 
 @extend_schema(
     parameters=query_params(
-        status=(str, "queued, running, succeeded, failed or cancelled."), q=(str, "Text in the run's name."),
+        status=(str, "queued, running, succeeded, failed or cancelled."),
+        q=(str, "Text in the run's name."),
         filter=(str, "Terms joined by 'and': optim.lr < 1e-4 and val/acc/mean@4 > 0.8 and tags has x."),
         sort=(str, "A field, '-' first for descending: -val/acc/mean@4, optim.lr, name (default -created)."),
         columns=(str, "Fields whose values each row carries in 'columns', comma-separated."),
         archived=(str, "active (default), archived or all."),
     )
-)  # fmt: skip
+)
 class RunListCreate(generics.ListAPIView):
     serializer_class = RunListSerializer
 
@@ -338,14 +351,20 @@ class RunHardware(APIView):
 
 @extend_schema(
     parameters=query_params(
-        step=(int, "Only this step."), index=(int, "Only this sample index."),
-        split=(str, "train or val."), acc=(bool, "Correct (true) or wrong (false)."),
-        kept=(bool, "Kept by dynamic sampling or filtered."), truncated=(bool, "Hit the length limit."),
+        step=(int, "Only this step."),
+        index=(int, "Only this sample index."),
+        split=(str, "train or val."),
+        acc=(bool, "Correct (true) or wrong (false)."),
+        kept=(bool, "Kept by dynamic sampling or filtered."),
+        truncated=(bool, "Hit the length limit."),
         q=(str, "Text in the prompt, response or prediction."),
-        reason=(str, "Why the step did not train on it: trained, discarded, all_correct, all_wrong, "
-                     "no_variance, surplus or overlong."),
+        reason=(
+            str,
+            "Why the step did not train on it: trained, discarded, all_correct, all_wrong, "
+            "no_variance, surplus or overlong.",
+        ),
     )
-)  # fmt: skip
+)
 class RunSamples(generics.ListAPIView):
     serializer_class = SampleSerializer
     pagination_class = SamplePagination

@@ -61,10 +61,14 @@ def _resolve(node: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
 def _fields(node: dict[str, Any], schema: dict[str, Any]) -> list[dict[str, Any]]:
     required = set(node.get("required", []))
     return [
-        {"name": name, "type": _type(prop, schema), "required": name in required,
-         "description": prop.get("description", "")}
+        {
+            "name": name,
+            "type": _type(prop, schema),
+            "required": name in required,
+            "description": prop.get("description", ""),
+        }
         for name, prop in node.get("properties", {}).items()
-    ]  # fmt: skip
+    ]
 
 
 def _type(node: dict[str, Any], schema: dict[str, Any]) -> str:

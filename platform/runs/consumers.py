@@ -152,7 +152,6 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": kind, **data})
 
 
-
 def _catchup_step(text: str) -> int | None:
     """The step of a well-formed ``{"type": "catchup", "after_step": N}``; None for anything else."""
     try:

@@ -163,6 +163,9 @@ def _int(raw: Any, name: str, low: int, high: int) -> tuple[int, Errors]:
 def evaluation_new(request: HttpRequest) -> HttpResponse:
     """The form: a catalog model or a run's checkpoint, catalog datasets, samples per problem."""
     values: dict[str, Any] = {"n": "4", "max_problems": "0", "datasets": [], "preset": "tiny_cpu"}
+    # ?base_model=<id>&datasets=<id> from a model's or a dataset's page: preselected, checked when posted
+    values["base_model"] = request.GET.get("base_model", "")[:20]
+    values["datasets"] = [d[:20] for d in request.GET.getlist("datasets")[:32]]
     errors: Errors = {}
     if request.method == "POST":
         post = request.POST
@@ -188,9 +191,7 @@ def evaluation_new(request: HttpRequest) -> HttpResponse:
 
 
 def _context(request: HttpRequest, values: dict[str, Any], errors: Errors) -> dict[str, Any]:
-    runs = (
-        access.visible_runs(request.user).filter(kind=Kind.TRAINING, checkpoints__isnull=False).distinct()
-    )
+    runs = access.visible_runs(request.user).filter(kind=Kind.TRAINING, checkpoints__isnull=False).distinct()
     checkpoints = [
         {"value": f"{run.pk}:{step}", "label": f"#{run.pk} {run.name} · step {step}"}
         for run in runs[:50]

@@ -121,10 +121,15 @@ def view_save(request: HttpRequest) -> HttpResponse:
         form_errors(request, "View not saved", problems)
         return redirect(f"{reverse('runs:list')}?{urlencode(fields)}")
     view, _ = SavedView.objects.update_or_create(
-        owner=_user(request), name=name,
-        defaults={"filter": fields["filter"].strip(), "sort": sort, "columns": columns,
-                  "archived": fields["archived"] or "active"},
-    )  # fmt: skip
+        owner=_user(request),
+        name=name,
+        defaults={
+            "filter": fields["filter"].strip(),
+            "sort": sort,
+            "columns": columns,
+            "archived": fields["archived"] or "active",
+        },
+    )
     messages.info(request, f"Saved the view {name!r}.")
     return redirect(f"{reverse('runs:list')}?{urlencode(view.query())}")
 
@@ -137,12 +142,21 @@ def view_delete(request: HttpRequest, view_id: int) -> HttpResponse:
 
 
 def saved_views(user: Any) -> list[dict[str, Any]]:
-    return [{"id": v.pk, "name": v.name, "url": f"{reverse('runs:list')}?{urlencode(v.query())}"}
-            for v in SavedView.objects.filter(owner=user)[:MAX_SAVED]]  # fmt: skip
+    return [
+        {"id": v.pk, "name": v.name, "url": f"{reverse('runs:list')}?{urlencode(v.query())}"}
+        for v in SavedView.objects.filter(owner=user)[:MAX_SAVED]
+    ]
 
 
 def saved_comparisons(user: Any) -> list[dict[str, Any]]:
     """The saved comparisons this user may open (theirs and those shared with them), for the runs list."""
-    return [{"id": c.pk, "name": c.name, "url": c.get_absolute_url(), "owner": c.owner.get_username(),
-             "mine": c.owner_id == user.pk}
-            for c in access.readable_comparisons(user).select_related("owner")[:MAX_SAVED]]  # fmt: skip
+    return [
+        {
+            "id": c.pk,
+            "name": c.name,
+            "url": c.get_absolute_url(),
+            "owner": c.owner.get_username(),
+            "mine": c.owner_id == user.pk,
+        }
+        for c in access.readable_comparisons(user).select_related("owner")[:MAX_SAVED]
+    ]

@@ -81,6 +81,12 @@ class Run(models.Model):
     config = models.JSONField(help_text="The full RunConfig.to_dict().")
     base_model = models.ForeignKey("catalog.BaseModel", null=True, blank=True, on_delete=models.SET_NULL)
     dataset = models.ForeignKey("catalog.Dataset", null=True, blank=True, on_delete=models.SET_NULL)
+    data_files = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="What the run read, per data file: path, SHA-256, size and catalog dataset version "
+        "(catalog.versions.data_record; recorded when queued, again when an attempt starts).",
+    )
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     step = models.IntegerField(default=0, help_text="Last completed rollout step.")
@@ -140,12 +146,15 @@ class Run(models.Model):
     @classmethod
     def create_queued(cls, *, owner: Any, name: str, config: RunConfig, **fields: Any) -> Run:
         """Save a queued run and queue its task on commit (``fields``: preset, base_model, dataset...)."""
+        from catalog.versions import data_record  # catalog imports this module: imported when used
+
         with transaction.atomic():
             run = cls.objects.create(
                 owner=owner,
                 name=name.strip(),
                 config=config.to_dict(),
                 total_steps=config.optim.total_steps,
+                data_files=data_record(config.to_dict(), read_files=False),
                 **fields,
             )
             run.launch()
@@ -414,8 +423,13 @@ class Run(models.Model):
         """Where the curves change hands: the step a fork starts after, and each resume from a checkpoint."""
         out = []
         if self.parent_id is not None and self.fork_step is not None:
-            out.append({"step": self.fork_step, "kind": "fork",
-                        "label": f"forked from #{self.parent_id} at step {self.fork_step}"})  # fmt: skip
+            out.append(
+                {
+                    "step": self.fork_step,
+                    "kind": "fork",
+                    "label": f"forked from #{self.parent_id} at step {self.fork_step}",
+                }
+            )
         for step in self.resumed_steps or []:
             out.append({"step": step - 1, "kind": "resume", "label": f"resumed after step {step - 1}"})
         return out

@@ -176,11 +176,15 @@ def queue(run: Run | None, user: Any, event: str, text: str) -> list[Notificatio
     prefs = NotificationSettings.of(user)
     rows = []
     if prefs.webhook_url:
-        rows.append(Notification(user=user, run=run, event=event, channel=Channel.WEBHOOK,
-                                 target=prefs.webhook_url, text=text))  # fmt: skip
+        rows.append(
+            Notification(
+                user=user, run=run, event=event, channel=Channel.WEBHOOK, target=prefs.webhook_url, text=text
+            )
+        )
     if prefs.email and user.email and email_configured():
-        rows.append(Notification(user=user, run=run, event=event, channel=Channel.EMAIL,
-                                 target=user.email, text=text))  # fmt: skip
+        rows.append(
+            Notification(user=user, run=run, event=event, channel=Channel.EMAIL, target=user.email, text=text)
+        )
     return Notification.objects.bulk_create(rows)
 
 
@@ -268,9 +272,14 @@ def deliver(note: Notification, now: datetime | None = None) -> bool:
         final = note.attempts >= MAX_ATTEMPTS
         delay = RETRY_DELAYS_S[min(note.attempts, len(RETRY_DELAYS_S)) - 1]
         log.warning(
-            "notification %s (%s to %s) attempt %d failed: %s%s", note.pk, note.channel, note.target,
-            note.attempts, error, "; giving up" if final else f"; retrying in {delay} s",
-        )  # fmt: skip
+            "notification %s (%s to %s) attempt %d failed: %s%s",
+            note.pk,
+            note.channel,
+            note.target,
+            note.attempts,
+            error,
+            "; giving up" if final else f"; retrying in {delay} s",
+        )
         Notification.objects.filter(pk=note.pk).update(
             status=Delivery.FAILED if final else Delivery.PENDING,
             last_error=error,

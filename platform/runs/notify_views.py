@@ -37,16 +37,22 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
         if errors:
             return _render(request, prefs, values, errors, status=400)
         prefs.webhook_url, prefs.email, prefs.stall_minutes = (
-            values["webhook_url"], values["email"], values["stall_minutes"],
-        )  # fmt: skip
+            values["webhook_url"],
+            values["email"],
+            values["stall_minutes"],
+        )
         prefs.save()
         if values["address"] != user.email:
             user.email = values["address"]
             user.save(update_fields=["email"])
         messages.info(request, "Notification settings saved.")
         return redirect("notification-settings")
-    values = {"webhook_url": prefs.webhook_url, "email": prefs.email, "stall_minutes": prefs.stall_minutes,
-              "address": user.email}  # fmt: skip
+    values = {
+        "webhook_url": prefs.webhook_url,
+        "email": prefs.email,
+        "stall_minutes": prefs.stall_minutes,
+        "address": user.email,
+    }
     return _render(request, prefs, values, {})
 
 

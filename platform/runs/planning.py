@@ -66,4 +66,3 @@ def plan_data(request: HttpRequest) -> JsonResponse:
 def _first(errors: Errors) -> str:
     name, message = next(iter(errors.items()))
     return f"{name}: {message}"[:300]
-

@@ -30,8 +30,20 @@ from dapo.config import RunConfig, flatten
 MAX_FILTER_CHARS = 2000
 MAX_TERMS = 20
 MAX_COLUMNS = 12
-RUN_FIELDS = ("id", "name", "status", "kind", "preset", "group", "owner", "tags", "step", "total_steps",
-              "created", "archived")  # fmt: skip
+RUN_FIELDS = (
+    "id",
+    "name",
+    "status",
+    "kind",
+    "preset",
+    "group",
+    "owner",
+    "tags",
+    "step",
+    "total_steps",
+    "created",
+    "archived",
+)
 OPS = ("<=", ">=", "!=", "==", "=", "<", ">", "~", "has")
 DEFAULT_SORT = "-created"
 

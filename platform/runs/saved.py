@@ -31,8 +31,13 @@ class SavedView(models.Model):
 
     def query(self) -> dict[str, str]:
         """The runs list's query string parameters for this view."""
-        return {"filter": self.filter, "sort": self.sort, "columns": ",".join(self.columns),
-                "archived": self.archived, "view": self.name}  # fmt: skip
+        return {
+            "filter": self.filter,
+            "sort": self.sort,
+            "columns": ",".join(self.columns),
+            "archived": self.archived,
+            "view": self.name,
+        }
 
 
 class SavedComparison(models.Model):

@@ -55,9 +55,15 @@ def run_list(request: HttpRequest) -> HttpResponse:
         rows = [{**list_row(run), "columns": column_values(run, columns)} for run in runs[:LIST_ROWS]]
     except ListError as e:
         error, rows, columns = {"field": e.field, "message": str(e)}, [], []
-    context = {"rows": rows, "statuses": Status.values, "error": error,
-               "views": saved_views(request.user), "comparisons": saved_comparisons(request.user),
-               "list_data": {"rows": rows, "columns": columns, "error": error}, **params}  # fmt: skip
+    context = {
+        "rows": rows,
+        "statuses": Status.values,
+        "error": error,
+        "views": saved_views(request.user),
+        "comparisons": saved_comparisons(request.user),
+        "list_data": {"rows": rows, "columns": columns, "error": error},
+        **params,
+    }
     return render(request, "runs/list.html", context, status=400 if error else 200)
 
 
@@ -73,7 +79,23 @@ def run_new(request: HttpRequest) -> HttpResponse:
     raw_source = request.GET.get("from")
     source = run_for(request, raw_source) if raw_source else parent
     values, preset, name = _initial(request, source)
-    return render_new(request, values, {}, preset=preset, name=name, parent=parent)
+    picks = _catalog_picks(request) if source is None else {}
+    for entry in picks.values():
+        values.update(entry.config_overrides())  # the model's folder, the dataset version's files
+    if picks and not name:
+        name = " on ".join(str(entry) for entry in picks.values())
+    return render_new(request, values, {}, preset=preset, name=name, parent=parent, picks=picks)
+
+
+def _catalog_picks(request: HttpRequest) -> dict[str, Any]:
+    """?model=<id>&dataset=<id> (the model and dataset pages' "Start a run"): the catalog entries to
+    preselect; an id that names nothing is ignored."""
+    picks: dict[str, Any] = {}
+    if model := BaseModel.objects.filter(pk=int_or_none(request.GET.get("model")) or 0).first():
+        picks["base_model"] = model
+    if dataset := Dataset.objects.filter(pk=int_or_none(request.GET.get("dataset")) or 0).first():
+        picks["dataset"] = dataset
+    return picks
 
 
 def _initial(request: HttpRequest, source: Run | None) -> tuple[dict[str, Any], str, str]:
@@ -107,6 +129,13 @@ def _create_from_post(request: HttpRequest, parent: Run | None) -> HttpResponse:
     return redirect("runs:detail", run_id=run.pk)
 
 
+def _picked(picks: dict[str, Any] | None, key: str, posted: str | None) -> int | None:
+    """The id of the catalog entry the form's menu shows selected: from the link, or as posted."""
+    if picks and key in picks:
+        return picks[key].pk
+    return int_or_none(posted)
+
+
 def _checkpoint(parent: Run, raw: str | None) -> Checkpoint | None:
     return parent.checkpoints.filter(pk=int_or_none(raw) or 0).first()  # 0: no such row
 
@@ -121,6 +150,7 @@ def render_new(
     parent: Run | None,
     status: int = 200,
     ladder_runs: list[str] | None = None,
+    picks: dict[str, Any] | None = None,
     sweep: dict[str, Any] | None = None,
 ) -> HttpResponse:
     checkpoints, pruned = fork_choices(parent) if parent else ([], [])
@@ -143,6 +173,8 @@ def render_new(
         "sweep_limits": {"max_runs": sweeps.MAX_RUNS, "max_fields": sweeps.MAX_FIELDS},
         "base_models": BaseModel.objects.all(),
         "datasets": Dataset.objects.all(),
+        "picked_model": _picked(picks, "base_model", request.POST.get("base_model")),
+        "picked_dataset": _picked(picks, "dataset", request.POST.get("dataset")),
     }
     return render(request, "runs/new.html", context, status=status)
 
@@ -161,13 +193,30 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     context = {"run": run, "data": data, "config_json": run.config, "checkpoints": run.checkpoints.all()}
     context["hardware_interval"] = (run.config.get("logging") or {}).get("hardware_interval_s", 5.0)
     context |= {"export_steps": steps_on_disk(run), "exports": run.model_exports.all()[:20]}
+    context["data_files"] = _data_files(run)
     owner = access.can_write(request.user, run)
     parent_visible = run.parent_id is not None and access.find_run(request.user, run.parent_id) is not None
     groups = Group.objects.order_by("name") if owner else []
-    context |= {"can_write": owner, "notes_html": render_notes(run.notes), "parent_visible": parent_visible,
-                "tags_text": ", ".join(run.tags or []), "all_groups": groups,
-                **({"sharing": sharing(run)} if owner else {})}  # fmt: skip
+    context |= {
+        "can_write": owner,
+        "notes_html": render_notes(run.notes),
+        "parent_visible": parent_visible,
+        "tags_text": ", ".join(run.tags or []),
+        "all_groups": groups,
+        **({"sharing": sharing(run)} if owner else {}),
+    }
     return render(request, "runs/detail.html", context)
+
+
+def _data_files(run: Run) -> list[dict[str, Any]]:
+    """The run's record of what it read, each entry marked with whether its dataset version still exists."""
+    entries = [e for e in run.data_files or [] if isinstance(e, dict)]
+    ids = {e["dataset"]["id"] for e in entries if isinstance(e.get("dataset"), dict)}
+    existing = set(Dataset.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    return [
+        {**e, "dataset_exists": isinstance(e.get("dataset"), dict) and e["dataset"].get("id") in existing}
+        for e in entries
+    ]
 
 
 @require_POST
@@ -210,4 +259,3 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     else:
         messages.error(request, problem or "Only a failed or cancelled run with a checkpoint can be resumed.")
     return redirect("runs:detail", run_id=run.pk)
-

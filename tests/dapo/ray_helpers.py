@@ -63,7 +63,7 @@ def tiny_config(root: Path, *, steps: int = 2, **execution: Any) -> RunConfig:
         model=ModelConfig(path=str(model_dir), dtype="float32", device="cpu"),
         data=DataConfig(
             train_path=str(data), val_path="", max_prompt_length=64, train_batch_size=4, gen_batch_size=4
-        ),  # fmt: skip
+        ),
         rollout=RolloutConfig(engine="hf", n=4, max_response_length=16),
         algorithm=AlgorithmConfig(dynamic_sampling=False, overlong_buffer_len=4),
         optim=OptimConfig(lr=1e-3, warmup_steps=0, mini_batch_size=2, micro_batch_size=3, total_steps=steps),
@@ -110,8 +110,13 @@ class TwoNodeCluster:
         self.ip = _node_ip()
         self.port = free_port()
         assert self.port != 6379
-        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
-                    "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}  # fmt: skip
+        self.env = {
+            **os.environ,
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": secrets.token_hex(16),
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "PYTHONPATH": str(REPO),
+        }
         self.env.pop("RAY_ADDRESS", None)
         # a local Ray of this process (dapo.ray_cluster.connect) keeps to loopback with this; a cluster of
         # two nodes must not
@@ -146,12 +151,33 @@ class TwoNodeCluster:
         from dapo.ray_cluster import free_port
 
         low = next(self._worker_ports)
-        cmd = [RAY, "start", "--block", *args, "--node-ip-address", self.ip, "--num-cpus", "2",
-               "--temp-dir", str(self.temp_dir), "--disable-usage-stats",
-               "--node-manager-port", str(free_port()), "--object-manager-port", str(free_port()),
-               "--dashboard-agent-listen-port", str(free_port()), "--metrics-export-port", str(free_port()),
-               "--runtime-env-agent-port", str(free_port()),
-               "--min-worker-port", str(low), "--max-worker-port", str(low + 19)]  # fmt: skip
+        cmd = [
+            RAY,
+            "start",
+            "--block",
+            *args,
+            "--node-ip-address",
+            self.ip,
+            "--num-cpus",
+            "2",
+            "--temp-dir",
+            str(self.temp_dir),
+            "--disable-usage-stats",
+            "--node-manager-port",
+            str(free_port()),
+            "--object-manager-port",
+            str(free_port()),
+            "--dashboard-agent-listen-port",
+            str(free_port()),
+            "--metrics-export-port",
+            str(free_port()),
+            "--runtime-env-agent-port",
+            str(free_port()),
+            "--min-worker-port",
+            str(low),
+            "--max-worker-port",
+            str(low + 19),
+        ]
         log = open(self.temp_dir.parent / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
         self.procs.append(
             subprocess.Popen(
@@ -171,8 +197,9 @@ class TwoNodeCluster:
 
     def alive_nodes(self) -> int:
         """Active nodes, from ``ray status`` (which reads the GCS; ``ray list`` would need a dashboard)."""
-        out = subprocess.run([RAY, "status", "--address", self.address], env=self.env, capture_output=True,
-                             text=True)  # fmt: skip
+        out = subprocess.run(
+            [RAY, "status", "--address", self.address], env=self.env, capture_output=True, text=True
+        )
         active = out.stdout.split("Active:")[-1].split("Pending:")[0] if "Active:" in out.stdout else ""
         return sum(int(m) for m in re.findall(r"^\s*(\d+) node_", active, flags=re.MULTILINE))
 

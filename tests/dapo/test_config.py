@@ -11,9 +11,8 @@ from dapo.config import (
     ConfigError,
     RunConfig,
     config_diff,
-    describe_fields,
-    field_docs,
 )
+from dapo.config_docs import describe_fields, field_docs
 from dapo.presets import ABLATION_LADDER, PRESETS, ablation_ladder, get_preset, paper_qwen32b, tiny_cpu
 
 

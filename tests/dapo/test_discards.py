@@ -83,20 +83,41 @@ def _check_the_explainer(report, config) -> None:
         info = s.update_info
         assert s.token_new_logprobs is not None and len(s.token_old_logprobs) == s.length
         terms = explain_sample(
-            s.token_old_logprobs, s.token_new_logprobs, s.advantage, clip_low=a.clip_low,
-            clip_high=a.clip_high, clip_c=a.clip_c, mode=a.loss_agg_mode, in_loss=info["in_loss"],
-            minibatch_tokens=info["minibatch_tokens"], minibatch_seqs=info["minibatch_seqs"],
+            s.token_old_logprobs,
+            s.token_new_logprobs,
+            s.advantage,
+            clip_low=a.clip_low,
+            clip_high=a.clip_high,
+            clip_c=a.clip_c,
+            mode=a.loss_agg_mode,
+            in_loss=info["in_loss"],
+            minibatch_tokens=info["minibatch_tokens"],
+            minibatch_seqs=info["minibatch_seqs"],
             max_len=config.rollout.max_response_length,
-        )  # fmt: skip
+        )
         assert [t.ratio for t in terms] == pytest.approx(s.token_ratio, rel=1e-5)
         total += sum(t.share for t in terms)
     assert total == pytest.approx(report.metrics["actor/pg_loss"], rel=1e-4, abs=1e-6)
 
 
 def _rollout(group: int, kept: bool) -> Rollout:
-    return Rollout(step=1, group=group, sample_index=group, problem=Problem(0, [], "1"), prompt_ids=[1],
-                   response_ids=[2], sampling_logprobs=[-1.0], truncated=False, response="r", pred="1",
-                   score=1.0, acc=True, overlong_penalty=0.0, reward=1.0, kept=kept)  # fmt: skip
+    return Rollout(
+        step=1,
+        group=group,
+        sample_index=group,
+        problem=Problem(0, [], "1"),
+        prompt_ids=[1],
+        response_ids=[2],
+        sampling_logprobs=[-1.0],
+        truncated=False,
+        response="r",
+        pred="1",
+        score=1.0,
+        acc=True,
+        overlong_penalty=0.0,
+        reward=1.0,
+        kept=kept,
+    )
 
 
 def test_a_capped_step_keeps_whole_groups_the_trained_ones_first(tiny_config):

@@ -32,10 +32,21 @@ def test_cli_writes_metrics_per_file_that_match_its_samples(tiny_assets, tmp_pat
     write_parquet(load_problems(tiny_assets / "train.parquet", limit=2), second)
     out = tmp_path / "eval"
     done = cli(
-        "--model", str(tiny_assets / "model"), "--data", str(tiny_assets / "test.parquet"),
-        "--data", str(second), "--n", "3", "--out", str(out),
-        "--set", "rollout.max_response_length=12", "--set", "model.device=cpu",
-    )  # fmt: skip
+        "--model",
+        str(tiny_assets / "model"),
+        "--data",
+        str(tiny_assets / "test.parquet"),
+        "--data",
+        str(second),
+        "--n",
+        "3",
+        "--out",
+        str(out),
+        "--set",
+        "rollout.max_response_length=12",
+        "--set",
+        "model.device=cpu",
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "metrics.json").read_text())
     samples = read_samples(out / "samples.jsonl")
@@ -55,8 +66,16 @@ def test_cli_writes_metrics_per_file_that_match_its_samples(tiny_assets, tmp_pat
 
 
 def test_cli_refuses_bad_arguments_with_exit_2(tiny_assets, tmp_path):
-    done = cli("--model", str(tiny_assets / "model"), "--data", str(tiny_assets / "test.parquet"),
-               "--n", "0", "--out", str(tmp_path / "x"))  # fmt: skip
+    done = cli(
+        "--model",
+        str(tiny_assets / "model"),
+        "--data",
+        str(tiny_assets / "test.parquet"),
+        "--n",
+        "0",
+        "--out",
+        str(tmp_path / "x"),
+    )
     assert done.returncode == 2 and "validation.n_samples" in done.stderr
     missing = cli("--checkpoint", str(tmp_path / "nope"), "--data", "a.parquet", "--out", str(tmp_path / "y"))
     assert missing.returncode == 2 and "no run directory" in missing.stderr
@@ -91,8 +110,23 @@ def test_a_checkpoint_evaluates_like_its_weights_saved_as_a_model(tiny_config, t
     assert from_checkpoint.metrics == from_folder.metrics
 
     out = tmp_path / "out"
-    assert main(["--checkpoint", str(run_dir), "--data", tiny_config.data.val_path, "--n", "2",
-                 "--max-problems", "3", "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "--checkpoint",
+                str(run_dir),
+                "--data",
+                tiny_config.data.val_path,
+                "--n",
+                "2",
+                "--max-problems",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "metrics.json").read_text())
     assert summary["checkpoint"] == str(step) and summary["metrics"] == pytest.approx(from_checkpoint.metrics)
 

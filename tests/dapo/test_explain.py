@@ -23,8 +23,9 @@ IN_LOSS = [True, True, False]
 
 
 def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    old = torch.tensor([[-1.0, -2.0, -0.5, -3.0], [-0.2, -1.5, -4.0, -1.0], [-2.0, -0.7, -1.0, -1.0]],
-                       dtype=torch.float64)  # fmt: skip
+    old = torch.tensor(
+        [[-1.0, -2.0, -0.5, -3.0], [-0.2, -1.5, -4.0, -1.0], [-2.0, -0.7, -1.0, -1.0]], dtype=torch.float64
+    )
     logp = old + torch.log(torch.tensor(RATIOS, dtype=torch.float64))
     mask = torch.tensor(VALID, dtype=torch.float64) * torch.tensor(IN_LOSS, dtype=torch.float64)[:, None]
     return logp, old, torch.tensor(ADVANTAGES, dtype=torch.float64), mask
@@ -45,7 +46,7 @@ def explained(mode: str, clip_c: float | None) -> list[list]:
             minibatch_tokens=tokens,
             minibatch_seqs=seqs,
             max_len=MAX_LEN,
-        )  # fmt: skip
+        )
         for b in range(3)
     ]
 
@@ -106,10 +107,20 @@ def test_weights_are_aggregates_normalisers():
             one = torch.zeros(3, 4, dtype=torch.float64)
             one[b, 0] = 1.0
             want = aggregate(one, mask, mode, num_tokens=mask.sum().item(), num_seqs=2, max_len=MAX_LEN)
-            got = token_weight(mode, in_loss=True, seq_tokens=sum(VALID[b]), minibatch_tokens=7,
-                               minibatch_seqs=2, max_len=MAX_LEN)  # fmt: skip
+            got = token_weight(
+                mode,
+                in_loss=True,
+                seq_tokens=sum(VALID[b]),
+                minibatch_tokens=7,
+                minibatch_seqs=2,
+                max_len=MAX_LEN,
+            )
             assert got == pytest.approx(want.item(), rel=1e-12), mode
-    assert token_weight("token-mean", in_loss=False, seq_tokens=3, minibatch_tokens=7, minibatch_seqs=2,
-                        max_len=6) == 0.0  # fmt: skip
+    assert (
+        token_weight(
+            "token-mean", in_loss=False, seq_tokens=3, minibatch_tokens=7, minibatch_seqs=2, max_len=6
+        )
+        == 0.0
+    )
     with pytest.raises(ValueError, match="unknown loss aggregation mode"):
         token_weight("nope", in_loss=True, seq_tokens=1, minibatch_tokens=1, minibatch_seqs=1, max_len=1)

@@ -50,7 +50,7 @@ def make_batch(seed: int, rows: int = 6, minibatches: int = 2) -> UpdateBatch:
         minibatch_tokens={
             m: sum(len(responses[i]) for i in range(rows) if minibatch[i] == m and i != 1)
             for m in set(minibatch)
-        },  # fmt: skip
+        },
         minibatch_seqs={
             m: sum(1 for i in range(rows) if minibatch[i] == m and i != 1) for m in set(minibatch)
         },

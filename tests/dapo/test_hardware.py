@@ -54,7 +54,7 @@ class Samples(Sink):
 
 
 def test_a_tiny_run_hands_its_sinks_the_controllers_samples(tiny_config, tmp_path):
-    config = tiny_config.with_overrides({"logging.hardware_interval_s": 0.2, "checkpoint.every_n_steps": 0})
+    config = tiny_config.with_overrides({"logging.hardware_interval_s": 0.05, "checkpoint.every_n_steps": 0})
     rec = Samples()
     started = time.time()
     result = run(config, out_dir=tmp_path, sinks=[rec, JsonlSink(tmp_path)])

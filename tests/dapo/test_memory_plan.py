@@ -171,12 +171,28 @@ def test_the_log_prob_chunk_is_the_configured_one():
 @pytest.mark.parametrize(
     "config",
     [
-        {"model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 101, "tie_word_embeddings": True},
-        {"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
-         "num_attention_heads": 4, "num_key_value_heads": 1, "vocab_size": 111, "tie_word_embeddings": False},
+        {
+            "model_type": "llama",
+            "hidden_size": 64,
+            "intermediate_size": 96,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "vocab_size": 101,
+            "tie_word_embeddings": True,
+        },
+        {
+            "model_type": "qwen2",
+            "hidden_size": 64,
+            "intermediate_size": 96,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "vocab_size": 111,
+            "tie_word_embeddings": False,
+        },
     ],
-)  # fmt: skip
+)
 def test_parameter_count_matches_a_real_transformers_model(config):
     import transformers
 

@@ -164,9 +164,17 @@ def gemma2():
     """A tiny Gemma2: its head soft-caps the logits (final_logit_softcapping=2, so the cap bites)."""
     from transformers import Gemma2Config, Gemma2ForCausalLM
 
-    config = Gemma2Config(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                          num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                          final_logit_softcapping=2.0, tie_word_embeddings=False)  # fmt: skip
+    config = Gemma2Config(
+        vocab_size=256,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        final_logit_softcapping=2.0,
+        tie_word_embeddings=False,
+    )
     torch.manual_seed(0)
     return Gemma2ForCausalLM(config).eval()
 

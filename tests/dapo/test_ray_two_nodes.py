@@ -43,8 +43,12 @@ def test_two_steps_run_with_learners_and_rollout_workers_spread_over_two_nodes(c
     env = {**cluster.env, "RAY_ADDRESS": cluster.address}
     done = subprocess.run(
         [sys.executable, "-m", "tests.dapo.ray_helpers", "two-node", "--root", str(tmp_path)],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(lines[-1].removeprefix("RESULT "))

@@ -143,8 +143,14 @@ def test_it_looks_up_rewards_by_name_and_pickles_them():
     reward = get_reward_fn("math_dapo")
     assert isinstance(reward, MathDapoReward)
     assert set(REWARD_FUNCTIONS) == {
-        "math_dapo", "math_verify", "boxed_exact", "multiple_choice", "regex", "json_match", "http"
-    }  # fmt: skip
+        "math_dapo",
+        "math_verify",
+        "boxed_exact",
+        "multiple_choice",
+        "regex",
+        "json_match",
+        "http",
+    }
     clone = pickle.loads(pickle.dumps(reward))
     assert clone("Answer: 1,000", "1000") == MathResult(score=1.0, acc=True, pred="1000")
 

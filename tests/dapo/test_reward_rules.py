@@ -70,8 +70,13 @@ def test_multiple_choice_reads_the_letter_and_judges_only_letter_truths():
     assert MultipleChoice()("The answer is (D).", "D").pred == "D"
     assert MultipleChoice()("hmm", "D").pred == INVALID
     assert [MultipleChoice.judges(t) for t in ["A", "(c)", "Option E", "F", "42", "AB"]] == [
-        True, True, True, False, False, False,
-    ]  # fmt: skip
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
 
 
 REGEX = [
@@ -123,8 +128,12 @@ def test_json_match_truth_table(response, truth, score, correct):
 
 def test_json_match_judges_only_object_truths_and_shows_what_it_read():
     assert [JsonMatch.judges(t) for t in ['{"a": 1}', "{}", "[1]", "42", "{bad"]] == [
-        True, False, False, False, False,
-    ]  # fmt: skip
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
     assert JsonMatch()('x {"b": 2, "a": 1}', '{"a": 1}').pred == '{"a": 1, "b": 2}'
 
 

@@ -21,8 +21,12 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     model of the demo's architecture and small arithmetic parquet files, built here in seconds."""
     built = stack.REPO / "assets" / "demo"
     if (built / "model" / "config.json").is_file() and (built / "data" / "train.parquet").is_file():
-        return {"root": built, "model": built / "model", "train": built / "data" / "train.parquet",
-                "test": built / "data" / "test.parquet"}  # fmt: skip
+        return {
+            "root": built,
+            "model": built / "model",
+            "train": built / "data" / "train.parquet",
+            "test": built / "data" / "test.parquet",
+        }
     import torch
 
     from dapo.data import write_parquet
@@ -35,8 +39,12 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tokenizer.save_pretrained(root / "model")
     write_parquet(make_arithmetic_problems(64, seed=1), root / "data" / "train.parquet")
     write_parquet(make_arithmetic_problems(8, seed=2), root / "data" / "test.parquet")
-    return {"root": root, "model": root / "model", "train": root / "data" / "train.parquet",
-            "test": root / "data" / "test.parquet"}  # fmt: skip
+    return {
+        "root": root,
+        "model": root / "model",
+        "train": root / "data" / "train.parquet",
+        "test": root / "data" / "test.parquet",
+    }
 
 
 @pytest.fixture

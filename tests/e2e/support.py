@@ -12,15 +12,30 @@ from tests.worker import stack
 
 ARTIFACTS = stack.REPO / "test-artifacts"
 VIEWPORT = {"width": 1440, "height": 1000}
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 # A demo run small enough for two shared CPU cores: 4 prompts × 4 samples, 12 new tokens, 2 updates a step.
 SMALL_RUN = {
-    "optim.total_steps": "4", "data.train_batch_size": "4", "data.gen_batch_size": "4", "rollout.n": "4",
-    "rollout.max_response_length": "12", "algorithm.overlong_buffer_len": "4", "optim.mini_batch_size": "2",
-    "optim.micro_batch_size": "8", "validation.every_n_steps": "0", "checkpoint.every_n_steps": "1",
-    "execution.torch_threads": "1", "data.max_prompt_length": "64",
-}  # fmt: skip
+    "optim.total_steps": "4",
+    "data.train_batch_size": "4",
+    "data.gen_batch_size": "4",
+    "rollout.n": "4",
+    "rollout.max_response_length": "12",
+    "algorithm.overlong_buffer_len": "4",
+    "optim.mini_batch_size": "2",
+    "optim.micro_batch_size": "8",
+    "validation.every_n_steps": "0",
+    "checkpoint.every_n_steps": "1",
+    "execution.torch_threads": "1",
+    "data.max_prompt_length": "64",
+}
 
 
 def submit_login(page: Any, base: str) -> None:

@@ -32,12 +32,22 @@ pytestmark = [
 
 # As small as the live-run test's run, with validation (steps 0, 2, 3: two problems, two samples each)
 TINY = {
-    "optim.total_steps": 3, "data.train_batch_size": 4, "data.gen_batch_size": 4, "rollout.n": 4,
-    "rollout.max_response_length": 12, "algorithm.overlong_buffer_len": 4, "optim.mini_batch_size": 2,
-    "optim.micro_batch_size": 8, "checkpoint.every_n_steps": 0, "execution.torch_threads": 1,
-    "data.max_prompt_length": 64, "algorithm.dynamic_sampling": False,
-    "validation.every_n_steps": 2, "validation.max_problems": 2, "validation.n_samples": 2,
-}  # fmt: skip
+    "optim.total_steps": 3,
+    "data.train_batch_size": 4,
+    "data.gen_batch_size": 4,
+    "rollout.n": 4,
+    "rollout.max_response_length": 12,
+    "algorithm.overlong_buffer_len": 4,
+    "optim.mini_batch_size": 2,
+    "optim.micro_batch_size": 8,
+    "checkpoint.every_n_steps": 0,
+    "execution.torch_threads": 1,
+    "data.max_prompt_length": 64,
+    "algorithm.dynamic_sampling": False,
+    "validation.every_n_steps": 2,
+    "validation.max_problems": 2,
+    "validation.n_samples": 2,
+}
 
 
 def ema(values: list[float], w: float) -> list[float]:
@@ -57,14 +67,21 @@ def two_finished_runs(base: str, alice: Any, demo: dict, log: Path) -> list[int]
     from dapo.presets import get_preset
 
     token = Token.objects.create(user=alice).key
-    paths = {"model.path": str(demo["model"]), "data.train_path": str(demo["train"]),
-             "data.val_path": str(demo["test"])}  # fmt: skip
+    paths = {
+        "model.path": str(demo["model"]),
+        "data.train_path": str(demo["train"]),
+        "data.val_path": str(demo["test"]),
+    }
     ids = []
     for name, changes in (("cmp seed0", {}), ("cmp seed1 lr4e-5", {"seed": 1, "optim.lr": 4e-5})):
         config = get_preset("tiny_cpu").with_overrides({**paths, **TINY, **changes})
         body = json.dumps({"name": name, "config": config.to_dict()}).encode()
-        request = urllib.request.Request(f"{base}/api/runs/", data=body, method="POST", headers={
-            "Authorization": f"Token {token}", "Content-Type": "application/json"})  # fmt: skip
+        request = urllib.request.Request(
+            f"{base}/api/runs/",
+            data=body,
+            method="POST",
+            headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             ids.append(json.load(response)["id"])
     deadline = time.monotonic() + 600
@@ -102,8 +119,12 @@ def test_two_real_runs_compared_side_by_side(live_stack, demo, alice, chromium_p
     ids = two_finished_runs(base, alice, demo, tmp_path / "celery.log")
     # a metric that varies from step to step (every tiny answer is truncated: reward and entropy are flat)
     metric = "timing_s/step"
-    raw = {i: list(MetricPoint.objects.filter(run_id=i, name=metric).order_by("step")
-                   .values_list("value", flat=True)) for i in ids}  # fmt: skip
+    raw = {
+        i: list(
+            MetricPoint.objects.filter(run_id=i, name=metric).order_by("step").values_list("value", flat=True)
+        )
+        for i in ids
+    }
     # No ORM call inside the Playwright block: its greenlets give the ORM other contexts (and connections).
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
@@ -241,8 +262,12 @@ def test_two_real_runs_compared_side_by_side(live_stack, demo, alice, chromium_p
 
     ladder = Run.objects.filter(group="e2e ladder").order_by("id")
     assert [r.name.split(" · ")[1] for r in ladder] == [
-        "naive_grpo", "grpo_overlong_filtering", "grpo_clip_higher", "grpo_soft_overlong",
-        "grpo_token_level_loss", "dapo_full",
-    ]  # fmt: skip
+        "naive_grpo",
+        "grpo_overlong_filtering",
+        "grpo_clip_higher",
+        "grpo_soft_overlong",
+        "grpo_token_level_loss",
+        "dapo_full",
+    ]
     for run in ladder:  # their training is not this test's subject
         run.request_cancel()

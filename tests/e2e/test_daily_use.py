@@ -39,8 +39,11 @@ def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chro
     run = Run.create_queued(owner=alice, name="lr-3e-4", config=config, preset="tiny_cpu")
     sick = Run.create_queued(owner=alice, name="collapsing", config=config, preset="tiny_cpu")
     for step, entropy in ((1, 1.2), (2, 0.4), (3, 0.05)):
-        metrics = {"actor/entropy": entropy, "train/num_prompts_kept": 0 if step == 3 else 8,
-                   "response_length/clip_ratio": 0.1 * step}  # fmt: skip
+        metrics = {
+            "actor/entropy": entropy,
+            "train/num_prompts_kept": 0 if step == 3 else 8,
+            "response_length/clip_ratio": 0.1 * step,
+        }
         samples = [sample(step, i) for i in range(2)] if step == 3 else []  # problem 0, at step 3 only
         sick.record_step(StepReport(step=step, metrics=metrics, samples=samples))
     with daphne_page(tmp_path, chromium_path) as (page, errors, base):

@@ -48,21 +48,30 @@ OVERFLOW_JS = """() => {
 
 def seed(alice: Any, tmp_path: Any) -> dict[str, Any]:
     """Two runs (curves, samples, a checkpoint on disk), a catalog dataset: every page has content."""
-    from catalog.registry import register_dataset
+    from catalog.registry import register_dataset, register_model
     from runs.models import Run, SavedComparison, SavedView
 
     from dapo.presets import get_preset
     from dapo.report import StepReport
 
     config = get_preset("tiny_cpu").with_overrides(make_fake_assets(tmp_path))
-    runs = [Run.create_queued(owner=alice, name=f"phone-layout-run-with-a-long-name-{i}", config=config,
-                              preset="tiny_cpu") for i in range(2)]  # fmt: skip
+    runs = [
+        Run.create_queued(
+            owner=alice, name=f"phone-layout-run-with-a-long-name-{i}", config=config, preset="tiny_cpu"
+        )
+        for i in range(2)
+    ]
     for run in runs:
         run.claim("w")
         for step in range(1, 6):
-            metrics = {"critic/score/mean": step / 5, "train/acc/mean": step / 6,
-                       "actor/entropy": 1 - step / 10, "response_length/mean": 20 + step,
-                       "actor/pg_clipfrac": 0.01 * step, "val/acc/mean@4": 0.4 + step / 20}  # fmt: skip
+            metrics = {
+                "critic/score/mean": step / 5,
+                "train/acc/mean": step / 6,
+                "actor/entropy": 1 - step / 10,
+                "response_length/mean": 20 + step,
+                "actor/pg_clipfrac": 0.01 * step,
+                "val/acc/mean@4": 0.4 + step / 20,
+            }
             samples = [sample(step, i, response=RICH if i == 0 else "Answer: 2") for i in range(4)]
             run.record_step(StepReport(step=step, metrics=metrics, samples=samples))
         folder = tmp_path / "ckpt" / str(run.pk) / "step_000005"
@@ -72,6 +81,7 @@ def seed(alice: Any, tmp_path: Any) -> dict[str, Any]:
     runs[1].finish("failed", "RuntimeError: " + "a long error message " * 20, worker_id="w")
     demo = stack.REPO / "assets" / "demo" / "data"
     dataset = register_dataset("demo-arithmetic", str(demo / "train.parquet"), str(demo / "test.parquet"))
+    model = register_model("demo-model", str(stack.REPO / "assets" / "demo" / "model"))
     first = runs[0].samples.order_by("pk").first()
     runs[0].tags, runs[0].notes = ["baseline", "phone"], "**Notes** in markdown:\n\n- a list\n- `code`"
     runs[0].save(update_fields=["tags", "notes"])
@@ -79,21 +89,36 @@ def seed(alice: Any, tmp_path: Any) -> dict[str, Any]:
     saved = SavedComparison.objects.create(owner=alice, name="a saved comparison", run_ids=ids)
     saved.runs.set(runs)
     SavedView.objects.create(owner=alice, name="good", filter="val/acc/mean@4 > 0.5", columns=["optim.lr"])
-    return {"runs": runs, "dataset": dataset, "sample": first, "comparison": saved}
+    return {"runs": runs, "dataset": dataset, "sample": first, "comparison": saved, "model": model}
 
 
 def pages(data: dict[str, Any]) -> list[str]:
     a, b = (r.pk for r in data["runs"])
     return [
-        "/runs/", "/runs/new/", f"/runs/new/?from={a}", f"/runs/new/?fork={a}", "/runs/evaluate/",
-        f"/runs/{a}/", f"/runs/{b}/", f"/runs/{a}/samples/", f"/runs/{a}/samples/{data['sample'].pk}/",
-        f"/runs/{a}/problems/{data['sample'].problem_index}/", f"/runs/compare/?ids={a},{b}",
+        "/runs/",
+        "/runs/new/",
+        f"/runs/new/?from={a}",
+        f"/runs/new/?fork={a}",
+        "/runs/evaluate/",
+        f"/runs/{a}/",
+        f"/runs/{b}/",
+        f"/runs/{a}/samples/",
+        f"/runs/{a}/samples/{data['sample'].pk}/",
+        f"/runs/{a}/problems/{data['sample'].problem_index}/",
+        f"/runs/compare/?ids={a},{b}",
         f"/runs/{a}/samples/step/{data['sample'].step}/group/{data['sample'].group}/",
-        "/datasets/", f"/datasets/{data['dataset'].pk}/", "/accounts/token/", "/accounts/notifications/",
-        "/api/docs/", "/no/such/page/",
-        "/runs/?columns=optim.lr,rollout.n,val/acc/mean@4&sort=-val/acc/mean@4", f"/runs/{a}/delete/",
+        "/datasets/",
+        f"/datasets/{data['dataset'].pk}/",
+        "/models/",
+        f"/models/{data['model'].pk}/",
+        "/accounts/token/",
+        "/accounts/notifications/",
+        "/api/docs/",
+        "/no/such/page/",
+        "/runs/?columns=optim.lr,rollout.n,val/acc/mean@4&sort=-val/acc/mean@4",
+        f"/runs/{a}/delete/",
         f"/runs/compare/saved/{data['comparison'].pk}/",
-    ]  # fmt: skip
+    ]
 
 
 def _settle(page: Any) -> None:
@@ -106,8 +131,9 @@ def test_no_page_is_wider_than_a_phone(alice, queued, tmp_path, chromium_path, s
 
     settings.DAPO_DATASET_ROOTS = [stack.REPO / "assets"]
     data = seed(alice, tmp_path)
-    env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1",
-                            DAPO_DATASET_ROOTS=str(stack.REPO / "assets"))  # fmt: skip
+    env = stack.environment(
+        tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1", DAPO_DATASET_ROOTS=str(stack.REPO / "assets")
+    )
     port = stack.free_port()
     base = f"http://127.0.0.1:{port}"
     ARTIFACTS.mkdir(exist_ok=True)
@@ -187,8 +213,9 @@ def test_text_contrast_keyboard_reach_and_dark_mode(alice, queued, tmp_path, chr
 
     settings.DAPO_DATASET_ROOTS = [stack.REPO / "assets"]
     data = seed(alice, tmp_path)
-    env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1",
-                            DAPO_DATASET_ROOTS=str(stack.REPO / "assets"))  # fmt: skip
+    env = stack.environment(
+        tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1", DAPO_DATASET_ROOTS=str(stack.REPO / "assets")
+    )
     port = stack.free_port()
     base = f"http://127.0.0.1:{port}"
     low: dict[str, Any] = {}

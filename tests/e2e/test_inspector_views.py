@@ -55,10 +55,19 @@ def _run(alice: Any, tmp_path: Any) -> Any:
         samples, val = [], []
         if step in (2, 4, 8):
             samples = [
-                sample(step, i, group=0, reward=r, score=r, acc=r > 0, response=f"{text} (step {step})",
-                       tokens=tokens, token_logprobs=[-0.5] * len(tokens) if tokens else None)
+                sample(
+                    step,
+                    i,
+                    group=0,
+                    reward=r,
+                    score=r,
+                    acc=r > 0,
+                    response=f"{text} (step {step})",
+                    tokens=tokens,
+                    token_logprobs=[-0.5] * len(tokens) if tokens else None,
+                )
                 for i, r, text, tokens in GROUP
-            ]  # fmt: skip
+            ]
         if step == 4:
             val = [sample(step, i, split="val", group=0, response=f"val {i}") for i in range(2)]
         run.record_step(StepReport(step=step, metrics=metrics, samples=samples, val_samples=val))

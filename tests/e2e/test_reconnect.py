@@ -53,8 +53,19 @@ def redis_server(port: int, log: Path) -> Iterator[Any]:
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("no redis-server on PATH to restart")
-    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-            "--dir", str(log.parent)]  # fmt: skip
+    argv = [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(log.parent),
+    ]
     with stack.process(argv, dict(os.environ), log, ready="Ready to accept connections", timeout=30) as proc:
         yield proc
 
@@ -72,9 +83,11 @@ def watched_run(alice: Any, settings: Any, tmp_path: Path) -> Iterator[dict[str,
     url = f"redis://127.0.0.1:{redis_port}/0"
     prefix = os.environ["DAPO_CHANNEL_PREFIX"]
     settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                    "CONFIG": {"hosts": [url], "prefix": prefix}}
-    }  # fmt: skip
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [url], "prefix": prefix},
+        }
+    }
     run = Run.objects.create(owner=alice, name="watched", config=get_preset("tiny_cpu").to_dict())
     assert run.claim("reconnect-test-worker")
     sink = PlatformSink(run, "reconnect-test-worker")
@@ -169,8 +182,11 @@ def test_the_run_page_reconnects_and_catches_up_after_redis_restarts(watched_run
         assert page.evaluate("window.__noReload") is True  # caught up in place, not by a reload
         browser.close()
 
-    stored = list(MetricPoint.objects.filter(run=run, name="critic/score/mean").order_by("step")
-                  .values_list("step", flat=True))  # fmt: skip
+    stored = list(
+        MetricPoint.objects.filter(run=run, name="critic/score/mean")
+        .order_by("step")
+        .values_list("step", flat=True)
+    )
     assert stored == list(range(1, worker.steps + 1)), "a metric was lost in the database"
     outage_steps = int(OUTAGE_S / INTERVAL_S) - 1
     assert worker.steps >= KILL_AT + outage_steps + AFTER, "the worker wrote no steps during the outage"

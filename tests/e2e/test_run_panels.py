@@ -75,7 +75,7 @@ def test_distributions_hardware_title_and_notifications_follow_the_run(
             )
             for t in range(2)
             for w in ("controller", "learner 0")
-        ]  # fmt: skip
+        ]
     )
 
     env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1")
@@ -111,8 +111,10 @@ def test_distributions_hardware_title_and_notifications_follow_the_run(
         assert total == pytest.approx(100.0)
 
         # hardware: a line per worker; no GPU charts on a machine without GPU figures
-        cpu = "() => document.querySelector('#hardware-charts .chart[data-quantity=cpu_percent]').data" \
-              ".map((t) => [t.name, t.y.length])"  # fmt: skip
+        cpu = (
+            "() => document.querySelector('#hardware-charts .chart[data-quantity=cpu_percent]').data"
+            ".map((t) => [t.name, t.y.length])"
+        )
         page.wait_for_function(
             "() => { const c = document.querySelector('#hardware-charts .chart[data-quantity=cpu_percent]');"
             " return c && c.data && c.data.length === 2; }"

@@ -83,9 +83,11 @@ def test_a_small_sweep_from_the_form_to_its_parallel_coordinates(alice, tmp_path
         confirm = page.locator("#sweep-confirm li")
         expect(confirm).to_have_count(4)
         assert confirm.all_text_contents() == [
-            "e2e sweep · lr=1e-05, seed=0", "e2e sweep · lr=1e-05, seed=1",
-            "e2e sweep · lr=3e-05, seed=0", "e2e sweep · lr=3e-05, seed=1",
-        ]  # fmt: skip
+            "e2e sweep · lr=1e-05, seed=0",
+            "e2e sweep · lr=1e-05, seed=1",
+            "e2e sweep · lr=3e-05, seed=0",
+            "e2e sweep · lr=3e-05, seed=1",
+        ]
         page.screenshot(path=str(ARTIFACTS / "sweep-1-confirm.png"), full_page=True)
         page.click("#sweep-confirm-btn")
         page.wait_for_url(re.compile(r".*/runs/compare/\?group=e2e\+sweep$"))

@@ -39,9 +39,17 @@ def build_tiny_assets(root: Path) -> dict[str, str]:
 
         tokenizer = build_tokenizer()
         ids = {f"{n}_token_id": getattr(tokenizer, f"{n}_token_id") for n in ("bos", "eos", "pad")}
-        config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
-                             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-                             max_position_embeddings=128, tie_word_embeddings=True, **ids)  # fmt: skip
+        config = LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            tie_word_embeddings=True,
+            **ids,
+        )
         torch.manual_seed(0)
         model = LlamaForCausalLM(config)
         model.generation_config = GenerationConfig(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, **ids)
@@ -94,9 +102,25 @@ def worker_env(var: Path, **extra: str) -> dict[str, str]:
 
 def celery_argv(queue: str, name: str) -> list[str]:
     """The worker as `make demo` and docker-compose start it: prefork, one pool process."""
-    return [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", queue, "--concurrency", "1",
-            "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "-l", "info"]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "worker.app",
+        "worker",
+        "-Q",
+        queue,
+        "--concurrency",
+        "1",
+        "-n",
+        f"{name}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "-l",
+        "info",
+    ]
 
 
 class Workers:

@@ -56,10 +56,17 @@ def ray_processes(worker_pid: int, name: str = "") -> list[int]:
 
 
 def ray_config(assets: dict[str, str], steps: int, every: int) -> Any:
-    return support.tiny_config(assets, steps=steps, every=every, **{
-        "execution.backend": "ray", "execution.colocate": True, "execution.cpus_per_worker": 0.5,
-        "execution.max_step_retries": 2,
-    })  # fmt: skip
+    return support.tiny_config(
+        assets,
+        steps=steps,
+        every=every,
+        **{
+            "execution.backend": "ray",
+            "execution.colocate": True,
+            "execution.cpus_per_worker": 0.5,
+            "execution.max_step_retries": 2,
+        },
+    )
 
 
 def test_a_dead_local_ray_ends_the_attempt_and_the_run_resumes_on_a_fresh_one(ray_worker, alice, tiny_assets):
@@ -86,8 +93,9 @@ def test_an_unreachable_ray_cluster_fails_the_run_with_the_reason_on_its_page(
     test_queue, alice, tiny_assets, short_var, logs, alice_client, django_db_blocker
 ):
     queue, port = f"{os.environ['DAPO_QUEUE']}-ray", stack.free_port()  # nothing listens there
-    env = support.worker_env(short_var, DAPO_QUEUE=queue, RAY_ADDRESS=f"127.0.0.1:{port}",
-                             DAPO_RAY_CONNECT_TIMEOUT_S="3")  # fmt: skip
+    env = support.worker_env(
+        short_var, DAPO_QUEUE=queue, RAY_ADDRESS=f"127.0.0.1:{port}", DAPO_RAY_CONNECT_TIMEOUT_S="3"
+    )
     run = Run.objects.create(owner=alice, name="no-ray", config=ray_config(tiny_assets, 3, 0).to_dict())
     with support.workers(env, logs / "unreachable"):
         app.send_task("worker.tasks.launch_run", args=[run.pk], queue=queue)

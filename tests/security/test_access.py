@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from catalog.models import Dataset
+from catalog.models import BaseModel, Dataset
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from rest_framework.authtoken.models import Token
@@ -34,9 +34,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 PRIVATE_NAME = "alice-private-run-7f3a9c"
 PRIVATE_GROUP = "alice-private-group-51e2"
 PUBLIC = {
-    "accounts/login/", "accounts/password_reset/", "accounts/password_reset/done/",
-    "accounts/reset/<uidb64>/<token>/", "accounts/reset/done/", "admin/login/", "api/schema/",
-}  # fmt: skip
+    "accounts/login/",
+    "accounts/password_reset/",
+    "accounts/password_reset/done/",
+    "accounts/reset/<uidb64>/<token>/",
+    "accounts/reset/done/",
+    "admin/login/",
+    "api/schema/",
+}
 """Routes an anonymous visitor may open. Anything else must send them to a login page or refuse."""
 RUN_SCOPED = ("run_id", "sample_pk", "sample_id", "problem_index", "comparison_id")
 """URL arguments that name something of one run: such URLs belong to the run's owner only."""
@@ -84,15 +89,25 @@ def cast(alice_run: Run) -> dict[str, Any]:
     sample = Sample.objects.filter(run=alice_run).order_by("pk").first()
     assert sample is not None
     dataset = Dataset.objects.create(name="shared-arithmetic", path="assets/demo/data/train.parquet")
+    model = BaseModel.objects.create(name="shared-model", path="assets/demo/model")
     saved = SavedComparison.objects.create(owner=alice_run.owner, name=PRIVATE_NAME, run_ids=[alice_run.pk])
     saved.runs.set([alice_run])
     view = SavedView.objects.create(owner=alice_run.owner, name=PRIVATE_GROUP, filter="status = queued")
     values = {
-        "comparison_id": saved.pk, "view_id": view.pk,
-        "run_id": alice_run.pk, "sample_pk": sample.pk, "sample_id": sample.pk,
-        "problem_index": sample.problem_index, "dataset_id": dataset.pk, "object_id": alice_run.pk,
-        "fmt": "jsonl", "uidb64": "MQ", "token": "set-password", "url": "x/",
-    }  # fmt: skip
+        "comparison_id": saved.pk,
+        "view_id": view.pk,
+        "run_id": alice_run.pk,
+        "sample_pk": sample.pk,
+        "sample_id": sample.pk,
+        "problem_index": sample.problem_index,
+        "dataset_id": dataset.pk,
+        "object_id": alice_run.pk,
+        "model_id": model.pk,
+        "fmt": "jsonl",
+        "uidb64": "MQ",
+        "token": "set-password",
+        "url": "x/",
+    }
     routes = walk(get_resolver().url_patterns)
     paths = {route: concrete(route, values) for route in routes}
     for route, path in paths.items():  # each path exercises its own pattern, none is shadowed

@@ -36,12 +36,53 @@ FUZZ = settings(
 )
 
 NASTY_STRINGS = [
-    "", " ", "NaN", "nan", "inf", "-Infinity", "1e400", "-1e400", "1e-400", "0x10", "1_000", "٣", "²",
-    "\x00", "a\x00b", "\ud800", "x\udfffy", "x" * 5000, "../../etc/passwd", "/etc/passwd",
-    "~nobody-here/model", "a" * 300, "/" + "a/" * 2100, "<script>alert(1)</script>", "true", "null",
-]  # fmt: skip
-NASTY_NUMBERS = [0, -1, 1, 2, 2**31, -(2**31), 2**63 - 1, 2**63, 2**64, 10**30, 1e308, -1e308,
-                 1e-320, 0.5, -0.0, 1.5, 1e9, 10**9 + 1]  # fmt: skip
+    "",
+    " ",
+    "NaN",
+    "nan",
+    "inf",
+    "-Infinity",
+    "1e400",
+    "-1e400",
+    "1e-400",
+    "0x10",
+    "1_000",
+    "٣",
+    "²",
+    "\x00",
+    "a\x00b",
+    "\ud800",
+    "x\udfffy",
+    "x" * 5000,
+    "../../etc/passwd",
+    "/etc/passwd",
+    "~nobody-here/model",
+    "a" * 300,
+    "/" + "a/" * 2100,
+    "<script>alert(1)</script>",
+    "true",
+    "null",
+]
+NASTY_NUMBERS = [
+    0,
+    -1,
+    1,
+    2,
+    2**31,
+    -(2**31),
+    2**63 - 1,
+    2**63,
+    2**64,
+    10**30,
+    1e308,
+    -1e308,
+    1e-320,
+    0.5,
+    -0.0,
+    1.5,
+    1e9,
+    10**9 + 1,
+]
 
 leaves = st.one_of(
     st.none(),
@@ -135,9 +176,10 @@ def mutated_configs(draw: st.DrawFn, base: dict[str, Any]) -> tuple[dict[str, An
     wrong = {
         name
         for name, value in changed.items()
-        if name in FIELDS and flat.get(name, config.get(name)) is value
+        if name in FIELDS
+        and flat.get(name, config.get(name)) is value
         and _clearly_wrong_type(value, FIELDS[name]["type"])
-    }  # fmt: skip
+    }
     return config, wrong
 
 
@@ -197,12 +239,17 @@ def test_api_arbitrary_bodies(api, queued):
 
 @pytest.mark.parametrize(
     "text",
-    ['{"name": "x", "preset": "tiny_cpu", "overrides": {"optim.lr": NaN}}',
-     '{"name": "x", "preset": "tiny_cpu", "overrides": {"optim.lr": Infinity}}',
-     '{"name": "x", "preset": "tiny_cpu", "overrides": {"optim.total_steps": 1' + "0" * 5000 + "}}",
-     '{"name": "x", "preset": "tiny_cpu", "overrides": {"optim.lr": 1e999}}',
-     "not json", "", '{"name": "x"', "\x00"],
-)  # fmt: skip
+    [
+        '{"name": "x", "preset": "tiny_cpu", "overrides": {"optim.lr": NaN}}',
+        '{"name": "x", "preset": "tiny_cpu", "overrides": {"optim.lr": Infinity}}',
+        '{"name": "x", "preset": "tiny_cpu", "overrides": {"optim.total_steps": 1' + "0" * 5000 + "}}",
+        '{"name": "x", "preset": "tiny_cpu", "overrides": {"optim.lr": 1e999}}',
+        "not json",
+        "",
+        '{"name": "x"',
+        "\x00",
+    ],
+)
 def test_api_refuses_json_that_is_not_plain_json(api, paths, queued, text):
     response = api.post("/api/runs/", text, content_type="application/json")
     assert response.status_code == 400 and Run.objects.count() == 0
@@ -229,10 +276,14 @@ def test_api_refuses_what_the_fuzzer_found(api, paths, queued, overrides, field)
 
 @pytest.mark.parametrize(
     "body",
-    [{"name": "\ud800", "preset": "tiny_cpu"}, {"name": "x", "preset": "tiny_cpu", "dataset": "a\x00b"},
-     {"name": "x", "preset": "tiny_cpu", "base_model": "\udfff"}, {"name": "x", "preset": "z" * 10_000},
-     {"name": "x", "preset": "tiny_cpu", "overrides": {"\ud800" * 200: 1}}],
-)  # fmt: skip
+    [
+        {"name": "\ud800", "preset": "tiny_cpu"},
+        {"name": "x", "preset": "tiny_cpu", "dataset": "a\x00b"},
+        {"name": "x", "preset": "tiny_cpu", "base_model": "\udfff"},
+        {"name": "x", "preset": "z" * 10_000},
+        {"name": "x", "preset": "tiny_cpu", "overrides": {"\ud800" * 200: 1}},
+    ],
+)
 def test_api_refuses_names_the_database_cannot_hold(api, paths, queued, body):
     body = {**body, "overrides": {**paths, **body.get("overrides", {})}}  # only the name is at fault
     response = _post_json(api, body)
@@ -274,7 +325,7 @@ def test_form_fuzz(alice_client, paths, queued):
             | form_text,
             form_values,
             max_size=4,
-        ),  # fmt: skip
+        ),
         st.dictionaries(st.sampled_from(numeric), LETTERS, max_size=2),
         st.sets(st.sampled_from(sorted(FIELDS)), max_size=2),
     )

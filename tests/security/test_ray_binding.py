@@ -56,8 +56,12 @@ def listening_sockets(pids: list[int]) -> list[tuple[str, str, int, int]]:
             if target.startswith("socket:["):
                 inodes[int(target[8:-1])] = pid
     found = []
-    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6), ("udp", socket.AF_INET),
-                          ("udp6", socket.AF_INET6)):  # fmt: skip
+    for table, family in (
+        ("tcp", socket.AF_INET),
+        ("tcp6", socket.AF_INET6),
+        ("udp", socket.AF_INET),
+        ("udp6", socket.AF_INET6),
+    ):
         for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
             fields = line.split()
             inode, state = int(fields[9]), fields[3]

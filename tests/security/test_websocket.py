@@ -54,13 +54,19 @@ def test_no_login_and_other_users_run_are_closed_and_later_messages_ignored(alic
 
 @pytest.mark.parametrize(
     "frame",
-    [{"bytes_data": b"\x00\xff" * 100}, {"bytes_data": catchup(-1).encode()}, {"text_data": "\x00"},
-     {"text_data": "[" * 2000 + "]" * 2000},  # nested past the JSON parser's depth: RecursionError
-     {"text_data": '{"type": "catchup", "after_step": 1e999}'},
-     {"text_data": '{"type": "catchup", "after_step": NaN}'},
-     {"text_data": '{"type": "catchup", "after_step": {"$gt": 1}}'}, {"text_data": "\ud800"},
-     {"text_data": '{"type": "run.event", "event": {"type": "status"}}'}, {"text_data": "x" * 60_000}],
-)  # fmt: skip
+    [
+        {"bytes_data": b"\x00\xff" * 100},
+        {"bytes_data": catchup(-1).encode()},
+        {"text_data": "\x00"},
+        {"text_data": "[" * 2000 + "]" * 2000},  # nested past the JSON parser's depth: RecursionError
+        {"text_data": '{"type": "catchup", "after_step": 1e999}'},
+        {"text_data": '{"type": "catchup", "after_step": NaN}'},
+        {"text_data": '{"type": "catchup", "after_step": {"$gt": 1}}'},
+        {"text_data": "\ud800"},
+        {"text_data": '{"type": "run.event", "event": {"type": "status"}}'},
+        {"text_data": "x" * 60_000},
+    ],
+)
 def test_malformed_and_binary_messages_are_ignored(alice, alice_run, frame):
     comm = ws(f"/ws/runs/{alice_run.pk}/", alice)
 

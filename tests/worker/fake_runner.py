@@ -73,8 +73,21 @@ def _save(out: Path, step: int, sinks: list[Sink]) -> None:
 
 def _sample(step: int, index: int) -> SampleRecord:
     return SampleRecord(
-        step=step, split="train", group=index // 2, sample_index=index, problem_index=index,
-        prompt="Compute 1+1.", response=f"step {step} by pid {os.getpid()}\nAnswer: 2", ground_truth="2",
-        pred="2", score=1.0, acc=True, overlong_penalty=0.0, reward=1.0, advantage=0.0, length=5,
-        truncated=False, kept=True,
-    )  # fmt: skip
+        step=step,
+        split="train",
+        group=index // 2,
+        sample_index=index,
+        problem_index=index,
+        prompt="Compute 1+1.",
+        response=f"step {step} by pid {os.getpid()}\nAnswer: 2",
+        ground_truth="2",
+        pred="2",
+        score=1.0,
+        acc=True,
+        overlong_penalty=0.0,
+        reward=1.0,
+        advantage=0.0,
+        length=5,
+        truncated=False,
+        kept=True,
+    )

@@ -87,9 +87,23 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def celery_worker(env: dict[str, str], log: Path) -> Any:
-    args = [sys.executable, "-m", "celery", "-A", "worker.app", "worker", "-Q", env["DAPO_QUEUE"],
-            "-P", "solo", "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "-l", "info"]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "worker.app",
+        "worker",
+        "-Q",
+        env["DAPO_QUEUE"],
+        "-P",
+        "solo",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "-l",
+        "info",
+    ]
     return process(args, env, log, ready="ready.")
 
 

@@ -72,8 +72,12 @@ def test_relative_paths_are_resolved_from_the_repository_root(alice_run, setting
 def test_a_fork_whose_parent_checkpoint_was_pruned_fails_at_start_saying_so(alice_run, settings, tmp_path):
     config = dict(alice_run.config)
     child = Run.objects.create(
-        owner=alice_run.owner, name="child", config=config, parent=alice_run, fork_step=20,
+        owner=alice_run.owner,
+        name="child",
+        config=config,
+        parent=alice_run,
+        fork_step=20,
         source_checkpoint=str(tmp_path / "gone" / "checkpoints" / "step_000020"),
-    )  # fmt: skip
+    )
     with pytest.raises(FileNotFoundError, match="checkpoint of step 20 .* is no longer on disk"):
         tasks.prepare_start(child, Path(settings.DAPO_RUNS_DIR) / str(child.pk))

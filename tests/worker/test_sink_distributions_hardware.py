@@ -54,8 +54,11 @@ def test_a_steps_distributions_are_stored_replayed_in_place_and_published(claime
 
 def test_hardware_samples_are_stored_and_published_from_the_monitors_thread(claimed, listener):
     sink = PlatformSink(claimed, "worker-1")
-    records = [Record(time=100.0 + i, worker=w, values={"cpu_percent": 50.0 + i, "rss_gb": float("nan")})
-               for i in range(3) for w in ("controller", "learner 0")]  # fmt: skip
+    records = [
+        Record(time=100.0 + i, worker=w, values={"cpu_percent": 50.0 + i, "rss_gb": float("nan")})
+        for i in range(3)
+        for w in ("controller", "learner 0")
+    ]
     thread = threading.Thread(target=sink.on_hardware, args=(records,))
     thread.start()
     thread.join()
@@ -74,7 +77,7 @@ def test_hardware_is_thinned_per_worker_keeping_the_newest(claimed):
             HardwareSample(run=claimed, time=float(t), worker=w, data={"cpu_percent": float(t)})
             for t in range(100)
             for w in ("controller", "learner 0")
-        ]  # fmt: skip
+        ]
     )
     thinned = hardware_series(claimed, max_per_worker=10)
     for worker in ("controller", "learner 0"):

@@ -4,19 +4,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0001_initial'),
+        ("runs", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='group',
-            field=models.CharField(blank=True, db_index=True, help_text='Runs launched together (an ablation ladder, a seed sweep) share it; compared as one.', max_length=200),
+            model_name="run",
+            name="group",
+            field=models.CharField(
+                blank=True,
+                db_index=True,
+                help_text="Runs launched together (an ablation ladder, a seed sweep) share it; compared as one.",
+                max_length=200,
+            ),
         ),
         migrations.AddIndex(
-            model_name='sample',
-            index=models.Index(fields=['run', 'split', 'problem_index', 'step'], name='sample_problem'),
+            model_name="sample",
+            index=models.Index(fields=["run", "split", "problem_index", "step"], name="sample_problem"),
         ),
     ]

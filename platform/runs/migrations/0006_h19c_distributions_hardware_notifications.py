@@ -7,81 +7,188 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0005_run_kind'),
+        ("runs", "0005_run_kind"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='last_step_at',
-            field=models.DateTimeField(blank=True, help_text='When the newest step was recorded.', null=True),
+            model_name="run",
+            name="last_step_at",
+            field=models.DateTimeField(blank=True, help_text="When the newest step was recorded.", null=True),
         ),
         migrations.AddField(
-            model_name='run',
-            name='stalled_at',
-            field=models.DateTimeField(blank=True, help_text="Marked stalled (no new step for the owner's stall_minutes); a step clears it.", null=True),
+            model_name="run",
+            name="stalled_at",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="Marked stalled (no new step for the owner's stall_minutes); a step clears it.",
+                null=True,
+            ),
         ),
         migrations.CreateModel(
-            name='NotificationSettings',
+            name="NotificationSettings",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('webhook_url', models.CharField(blank=True, help_text='Slack-compatible incoming webhook.', max_length=1000)),
-                ('email', models.BooleanField(default=False, help_text="E-mail the account's address.")),
-                ('stall_minutes', models.PositiveIntegerField(default=15, help_text='A running run without a new step for this long stalled (0: never).')),
-                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='notification_settings', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "webhook_url",
+                    models.CharField(
+                        blank=True, help_text="Slack-compatible incoming webhook.", max_length=1000
+                    ),
+                ),
+                ("email", models.BooleanField(default=False, help_text="E-mail the account's address.")),
+                (
+                    "stall_minutes",
+                    models.PositiveIntegerField(
+                        default=15,
+                        help_text="A running run without a new step for this long stalled (0: never).",
+                    ),
+                ),
+                (
+                    "user",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="notification_settings",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='HardwareSample',
+            name="HardwareSample",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('time', models.FloatField(help_text='Unix time of the sample.')),
-                ('worker', models.CharField(help_text='"controller", "learner 0", "rollout 1", ...', max_length=64)),
-                ('data', models.JSONField(help_text='{quantity: number}: cpu_percent, rss_gb, sys_mem_used_gb, gpu_util...')),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='hardware_samples', to='runs.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("time", models.FloatField(help_text="Unix time of the sample.")),
+                (
+                    "worker",
+                    models.CharField(help_text='"controller", "learner 0", "rollout 1", ...', max_length=64),
+                ),
+                (
+                    "data",
+                    models.JSONField(
+                        help_text="{quantity: number}: cpu_percent, rss_gb, sys_mem_used_gb, gpu_util..."
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="hardware_samples",
+                        to="runs.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['time', 'id'],
-                'indexes': [models.Index(fields=['run', 'time'], name='hardware_run_time')],
+                "ordering": ["time", "id"],
+                "indexes": [models.Index(fields=["run", "time"], name="hardware_run_time")],
             },
         ),
         migrations.CreateModel(
-            name='Notification',
+            name="Notification",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event', models.CharField(choices=[('succeeded', 'Succeeded'), ('failed', 'Failed'), ('stalled', 'Stalled'), ('test', 'Test')], max_length=16)),
-                ('channel', models.CharField(choices=[('webhook', 'Webhook'), ('email', 'Email')], max_length=16)),
-                ('target', models.CharField(help_text='The URL or e-mail address.', max_length=1000)),
-                ('text', models.TextField()),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('sent', 'Sent'), ('failed', 'Failed')], default='pending', max_length=16)),
-                ('attempts', models.IntegerField(default=0)),
-                ('next_attempt_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('sent_at', models.DateTimeField(blank=True, null=True)),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='runs.run')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='notifications', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "event",
+                    models.CharField(
+                        choices=[
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("stalled", "Stalled"),
+                            ("test", "Test"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "channel",
+                    models.CharField(choices=[("webhook", "Webhook"), ("email", "Email")], max_length=16),
+                ),
+                ("target", models.CharField(help_text="The URL or e-mail address.", max_length=1000)),
+                ("text", models.TextField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("pending", "Pending"), ("sent", "Sent"), ("failed", "Failed")],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("attempts", models.IntegerField(default=0)),
+                ("next_attempt_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("last_error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("sent_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="runs.run",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="notifications",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'indexes': [models.Index(fields=['status', 'next_attempt_at'], name='notification_due')],
+                "ordering": ["-created_at", "-id"],
+                "indexes": [models.Index(fields=["status", "next_attempt_at"], name="notification_due")],
             },
         ),
         migrations.CreateModel(
-            name='StepDistribution',
+            name="StepDistribution",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('step', models.IntegerField()),
-                ('name', models.CharField(max_length=32)),
-                ('quantiles', models.JSONField(help_text='Values at the levels 0, 5, ..., 100 percent (null: not finite).')),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='distributions', to='runs.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("step", models.IntegerField()),
+                ("name", models.CharField(max_length=32)),
+                (
+                    "quantiles",
+                    models.JSONField(
+                        help_text="Values at the levels 0, 5, ..., 100 percent (null: not finite)."
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="distributions",
+                        to="runs.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['step'],
-                'constraints': [models.UniqueConstraint(fields=('run', 'name', 'step'), name='distribution_unique_step')],
+                "ordering": ["step"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("run", "name", "step"), name="distribution_unique_step")
+                ],
             },
         ),
     ]

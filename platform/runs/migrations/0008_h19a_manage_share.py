@@ -6,79 +6,135 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('auth', '0012_alter_user_first_name_max_length'),
-        ('runs', '0007_h20b_discards_explainer'),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("runs", "0007_h20b_discards_explainer"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='archived',
-            field=models.BooleanField(db_index=True, default=False, help_text='Hidden from the default list.'),
+            model_name="run",
+            name="archived",
+            field=models.BooleanField(
+                db_index=True, default=False, help_text="Hidden from the default list."
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='notes',
-            field=models.TextField(blank=True, help_text='Markdown, shown rendered without raw HTML.'),
+            model_name="run",
+            name="notes",
+            field=models.TextField(blank=True, help_text="Markdown, shown rendered without raw HTML."),
         ),
         migrations.AddField(
-            model_name='run',
-            name='resumed_steps',
-            field=models.JSONField(blank=True, default=list, help_text='First step of each attempt that resumed from a checkpoint.'),
+            model_name="run",
+            name="resumed_steps",
+            field=models.JSONField(
+                blank=True,
+                default=list,
+                help_text="First step of each attempt that resumed from a checkpoint.",
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='shared_groups',
-            field=models.ManyToManyField(blank=True, help_text='Read-only, every member.', related_name='runs_shared_with', to='auth.group'),
+            model_name="run",
+            name="shared_groups",
+            field=models.ManyToManyField(
+                blank=True,
+                help_text="Read-only, every member.",
+                related_name="runs_shared_with",
+                to="auth.group",
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='shared_users',
-            field=models.ManyToManyField(blank=True, help_text='Read-only.', related_name='runs_shared_with', to=settings.AUTH_USER_MODEL),
+            model_name="run",
+            name="shared_users",
+            field=models.ManyToManyField(
+                blank=True,
+                help_text="Read-only.",
+                related_name="runs_shared_with",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='tags',
-            field=models.JSONField(blank=True, default=list, help_text='Short labels (runs.manage.clean_tags).'),
+            model_name="run",
+            name="tags",
+            field=models.JSONField(
+                blank=True, default=list, help_text="Short labels (runs.manage.clean_tags)."
+            ),
         ),
         migrations.CreateModel(
-            name='SavedComparison',
+            name="SavedComparison",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('run_ids', models.JSONField(default=list, help_text='The runs in the order they were compared.')),
-                ('metrics', models.JSONField(blank=True, default=list)),
-                ('smoothing', models.FloatField(default=0.6)),
-                ('x', models.CharField(default='step', help_text='step, wall or tokens', max_length=16)),
-                ('by', models.CharField(default='none', help_text='none, seed or group', max_length=16)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='saved_comparisons', to=settings.AUTH_USER_MODEL)),
-                ('runs', models.ManyToManyField(related_name='saved_comparisons', to='runs.run')),
-                ('shared_groups', models.ManyToManyField(blank=True, related_name='comparisons_shared_with', to='auth.group')),
-                ('shared_users', models.ManyToManyField(blank=True, related_name='comparisons_shared_with', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                (
+                    "run_ids",
+                    models.JSONField(default=list, help_text="The runs in the order they were compared."),
+                ),
+                ("metrics", models.JSONField(blank=True, default=list)),
+                ("smoothing", models.FloatField(default=0.6)),
+                ("x", models.CharField(default="step", help_text="step, wall or tokens", max_length=16)),
+                ("by", models.CharField(default="none", help_text="none, seed or group", max_length=16)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="saved_comparisons",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                ("runs", models.ManyToManyField(related_name="saved_comparisons", to="runs.run")),
+                (
+                    "shared_groups",
+                    models.ManyToManyField(
+                        blank=True, related_name="comparisons_shared_with", to="auth.group"
+                    ),
+                ),
+                (
+                    "shared_users",
+                    models.ManyToManyField(
+                        blank=True, related_name="comparisons_shared_with", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='SavedView',
+            name="SavedView",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('columns', models.JSONField(blank=True, default=list)),
-                ('sort', models.CharField(blank=True, max_length=200)),
-                ('filter', models.CharField(blank=True, max_length=2000)),
-                ('archived', models.CharField(default='active', max_length=16)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='run_views', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                ("columns", models.JSONField(blank=True, default=list)),
+                ("sort", models.CharField(blank=True, max_length=200)),
+                ("filter", models.CharField(blank=True, max_length=2000)),
+                ("archived", models.CharField(default="active", max_length=16)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="run_views",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
-                'constraints': [models.UniqueConstraint(fields=('owner', 'name'), name='saved_view_owner_name')],
+                "ordering": ["name"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("owner", "name"), name="saved_view_owner_name")
+                ],
             },
         ),
     ]

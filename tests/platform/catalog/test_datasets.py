@@ -217,21 +217,21 @@ def test_a_failure_after_the_files_were_moved_removes_them(alice_client, setting
     assert [p.name for p in (Path(settings.DAPO_VAR_DIR) / "datasets").iterdir()] == ["incoming"]
 
 
-def test_a_duplicate_name_is_refused_whatever_its_case(alice_client, settings):
-    assert (
-        _upload(
-            alice_client, "Arith", train=_file("a.jsonl", _jsonl([{"prompt": "a", "answer": "1"}]))
-        ).status_code
-        == 302
-    )
+def test_a_name_taken_whatever_its_case_adds_a_version_and_identical_files_are_refused(
+    alice_client, settings
+):
+    first = _upload(alice_client, "Arith", train=_file("a.jsonl", _jsonl([{"prompt": "a", "answer": "1"}])))
+    assert first.status_code == 302
     response = _upload(
         alice_client, "arith", train=_file("b.jsonl", _jsonl([{"prompt": "b", "answer": "2"}]))
     )
-    assert (
-        response.status_code == 400
-        and "a dataset named &#x27;arith&#x27; already exists" in response.content.decode()
-    )
-    assert Dataset.objects.count() == 1 and DatasetRow.objects.count() == 1 and len(_var_files(settings)) == 1
+    v1, v2 = Dataset.objects.order_by("version")
+    assert response.status_code == 302 and response["Location"] == f"/datasets/{v2.pk}/"
+    assert [(d.name, d.version) for d in (v1, v2)] == [("Arith", 1), ("Arith", 2)]  # the first spelling
+    assert v1.rows.get().ground_truth == "1" and v2.rows.get().ground_truth == "2" and v1.path != v2.path
+    again = _upload(alice_client, "ARITH", train=_file("c.jsonl", _jsonl([{"prompt": "b", "answer": "2"}])))
+    assert again.status_code == 400 and "identical to Arith v2" in again.content.decode()
+    assert Dataset.objects.count() == 2 and DatasetRow.objects.count() == 2 and len(_var_files(settings)) == 2
 
 
 def test_a_name_is_required(alice_client, settings):
@@ -353,8 +353,11 @@ def test_the_register_command_imports_rows_and_skips_unchanged_files(tmp_path):
     assert list(DatasetRow.objects.values_list("id", flat=True)) == first  # not read again
     write_parquet(_problems(6), path)
     os.utime(path, ns=(0, 10**18))
-    dataset = register_dataset("d", str(path))
-    assert dataset.splits == {"train": 6} and DatasetRow.objects.count() == 6 and Dataset.objects.count() == 1
+    dataset = register_dataset("d", str(path))  # changed contents: the next version, the first one kept
+    assert (dataset.version, dataset.splits) == (2, {"train": 6})
+    assert Dataset.objects.get(version=1).rows.count() == 4 and DatasetRow.objects.count() == 10
+    os.utime(path, ns=(0, 10**18 + 1))  # touched, same contents: the record is refreshed, no new version
+    assert register_dataset("d", str(path)).pk == dataset.pk and Dataset.objects.count() == 2
 
 
 def test_the_register_command_reports_a_malformed_file(tmp_path):

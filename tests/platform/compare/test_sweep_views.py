@@ -29,15 +29,27 @@ def sweep_form(paths: dict[str, str], rows: list[dict[str, str]], **changes: str
     values = {k: v for k, v in presets_data()["tiny_cpu"]["values"].items() if v is not False}
     values = {k: ("on" if v is True else v) for k, v in values.items()}
     columns = {f"sweep_{k}": [r.get(k, "") for r in rows] for k in sweeps.ROW_KEYS}
-    return {**values, **paths, "name": "sw", "preset": "tiny_cpu", "sweep_mode": "grid", "sweep_cap": "20",
-            "sweep_runs": "4", "sweep_seed": "0", **columns, **changes}  # fmt: skip
+    return {
+        **values,
+        **paths,
+        "name": "sw",
+        "preset": "tiny_cpu",
+        "sweep_mode": "grid",
+        "sweep_cap": "20",
+        "sweep_runs": "4",
+        "sweep_seed": "0",
+        **columns,
+        **changes,
+    }
 
 
 def test_the_form_lists_the_runs_then_queues_them_as_one_group(
     alice_client, paths, queued, django_capture_on_commit_callbacks
 ):
-    rows = [{"field": "optim.lr", "kind": "list", "values": "1e-5, 3e-5"},
-            {"field": "algorithm.dynamic_sampling", "kind": "list", "values": "true, false"}]  # fmt: skip
+    rows = [
+        {"field": "optim.lr", "kind": "list", "values": "1e-5, 3e-5"},
+        {"field": "algorithm.dynamic_sampling", "kind": "list", "values": "true, false"},
+    ]
     form = sweep_form(paths, rows)
     response = alice_client.post("/runs/new/sweep/", form)
     html = response.content.decode()
@@ -48,9 +60,11 @@ def test_the_form_lists_the_runs_then_queues_them_as_one_group(
     runs = list(Run.objects.order_by("id"))
     assert response.status_code == 302 and response["Location"] == "/runs/compare/?group=sw"
     assert [r.name for r in runs] == [
-        "sw · lr=1e-05, dynamic_sampling=true", "sw · lr=1e-05, dynamic_sampling=false",
-        "sw · lr=3e-05, dynamic_sampling=true", "sw · lr=3e-05, dynamic_sampling=false",
-    ]  # fmt: skip
+        "sw · lr=1e-05, dynamic_sampling=true",
+        "sw · lr=1e-05, dynamic_sampling=false",
+        "sw · lr=3e-05, dynamic_sampling=true",
+        "sw · lr=3e-05, dynamic_sampling=false",
+    ]
     assert {r.group for r in runs} == {"sw"} and {r.status for r in runs} == {Status.QUEUED}
     assert [(r.config["optim"]["lr"], r.config["algorithm"]["dynamic_sampling"]) for r in runs] == [
         (1e-5, True),
@@ -80,15 +94,24 @@ def test_the_form_refuses_a_bad_sweep_and_queues_nothing(alice_client, paths, qu
     cases = [
         (big, {}, "the grid has 6 × 4 = 24 runs, more than the cap of 20"),
         ([{"field": "optim.lr", "values": "1e-5, fast"}], {}, "&#x27;fast&#x27;: must be a number"),
-        ([{"field": "algorithm.clip_high", "values": "0.28, 0.1"}], {"sweep_confirm": "yes"},
-         "in the sweep&#x27;s run clip_high=0.1"),
+        (
+            [{"field": "algorithm.clip_high", "values": "0.28, 0.1"}],
+            {"sweep_confirm": "yes"},
+            "in the sweep&#x27;s run clip_high=0.1",
+        ),
         ([], {}, "name the fields to vary"),
-        ([{"field": "optim.lr", "kind": "range", "low": "1e-6", "high": ""}], {"sweep_mode": "random"},
-         "give the range&#x27;s low and high as numbers"),
+        (
+            [{"field": "optim.lr", "kind": "range", "low": "1e-6", "high": ""}],
+            {"sweep_mode": "random"},
+            "give the range&#x27;s low and high as numbers",
+        ),
         ([{"field": "seed", "values": "1, 2"}], {"optim.lr": "fast"}, "must be a number"),
-        ([{"field": name, "values": "1"} for name in list(sweeps.field_types())[:20]], {},
-         "vary at most 8 fields at once (got 9)"),
-    ]  # fmt: skip
+        (
+            [{"field": name, "values": "1"} for name in list(sweeps.field_types())[:20]],
+            {},
+            "vary at most 8 fields at once (got 9)",
+        ),
+    ]
     for rows, changes, words in cases:
         response = alice_client.post("/runs/new/sweep/", sweep_form(paths, rows, **changes))
         html = response.content.decode()
@@ -109,8 +132,12 @@ def test_the_new_run_page_offers_the_sweep_panel(alice_client):
 
 
 def test_the_api_queues_a_sweep_as_one_group(api, paths, queued, django_capture_on_commit_callbacks):
-    body = {"name": "api-sweep", "preset": "tiny_cpu", "overrides": {**paths, "optim.lr": 5e-5},
-            "sweep": {"mode": "grid", "fields": {"rollout.n": [4, 8], "seed": [0, 1, 2]}}}  # fmt: skip
+    body = {
+        "name": "api-sweep",
+        "preset": "tiny_cpu",
+        "overrides": {**paths, "optim.lr": 5e-5},
+        "sweep": {"mode": "grid", "fields": {"rollout.n": [4, 8], "seed": [0, 1, 2]}},
+    }
     preview = api.post("/api/sweeps/", {**body, "dry_run": True}, format="json")
     assert preview.status_code == 200 and preview.json()["count"] == 6 and preview.json()["queued"] is False
     assert preview.json()["runs"][1] == {
@@ -224,17 +251,26 @@ def test_the_api_reference_shows_the_sweep_endpoint(api, alice_client):
 @pytest.mark.parametrize(
     ("body", "key", "words"),
     [
-        ('{"name": "s", "preset": "tiny_cpu", "sweep": {"fields": {"\\ud800": [1]}}}', "sweep.fields.\\ud800",
-         "unknown field"),
+        (
+            '{"name": "s", "preset": "tiny_cpu", "sweep": {"fields": {"\\ud800": [1]}}}',
+            "sweep.fields.\\ud800",
+            "unknown field",
+        ),
         ('{"name": "s", "\\ud800": 1}', "\\ud800", "unknown field"),
-        ('{"name": "s", "preset": "tiny_cpu", "sweep": {"fields": '
-         '{"data.reward_fn": ["math_dapo", "\\ud800"]}}}',
-         "data.reward_fn", "(in the sweep's run reward_fn='\\ud800')"),
-        ('{"name": "s", "preset": "tiny_cpu", "sweep": {"fields": {"seed": [0, 1], "optim.lr": [1e999]}}}',
-         "sweep.fields.optim.lr", "is not a finite number"),
-        ('[1]', "body", "must be a JSON object"),
+        (
+            '{"name": "s", "preset": "tiny_cpu", "sweep": {"fields": '
+            '{"data.reward_fn": ["math_dapo", "\\ud800"]}}}',
+            "data.reward_fn",
+            "(in the sweep's run reward_fn='\\ud800')",
+        ),
+        (
+            '{"name": "s", "preset": "tiny_cpu", "sweep": {"fields": {"seed": [0, 1], "optim.lr": [1e999]}}}',
+            "sweep.fields.optim.lr",
+            "is not a finite number",
+        ),
+        ("[1]", "body", "must be a JSON object"),
     ],
-)  # fmt: skip
+)
 def test_hostile_sweep_bodies_are_a_400_never_a_500(api, paths, queued, body, key, words):
     body = body.replace('"preset": "tiny_cpu"', '"preset": "tiny_cpu", "overrides": ' + json.dumps(paths))
     response = api.post("/api/sweeps/", body, content_type="application/json")

@@ -31,8 +31,12 @@ def make_run(
     config = get_preset("tiny_cpu").with_overrides({**paths, "optim.total_steps": steps, **changes})
     run = Run.create_queued(owner=owner, name=name, config=config, preset="tiny_cpu", group=group)
     for step in range(1, steps + 1):
-        metrics = {"critic/score/mean": step / 10, "actor/entropy": 1.0 - step / 100,
-                   "train/response_length/mean": 10.0 * step, "train/num_prompts_generated": 2.0}  # fmt: skip
+        metrics = {
+            "critic/score/mean": step / 10,
+            "actor/entropy": 1.0 - step / 100,
+            "train/response_length/mean": 10.0 * step,
+            "train/num_prompts_generated": 2.0,
+        }
         val = []
         if step == steps:
             metrics["val/acc/mean@2"] = 0.5
@@ -156,8 +160,10 @@ def test_a_config_stored_by_an_older_version_is_diffed_as_stored(two):
 # ---- which runs: bad input is a clear 400/404, never a 500, never a leak ----------------------------------
 
 
-@pytest.mark.parametrize("path", ["/runs/compare/", "/runs/compare/data/", "/runs/compare/validation/",
-                                  "/runs/compare/metrics.csv"])  # fmt: skip
+@pytest.mark.parametrize(
+    "path",
+    ["/runs/compare/", "/runs/compare/data/", "/runs/compare/validation/", "/runs/compare/metrics.csv"],
+)
 @pytest.mark.parametrize(
     "query,status,message",
     [
@@ -290,9 +296,11 @@ def test_the_groups_of_the_user_with_their_runs(alice_client, alice, paths, queu
     a = make_run(alice, paths, "a", steps=1, group="sweep & co")
     b = make_run(alice, paths, "b", steps=1, group="sweep & co")
     make_run(alice, paths, "loner", steps=1)
-    assert alice_client.get("/runs/compare/groups/").json() == {"groups": [
-        {"name": "sweep & co", "runs": 2, "ids": [a.pk, b.pk], "url": "/runs/compare/?group=sweep+%26+co"}
-    ]}  # fmt: skip
+    assert alice_client.get("/runs/compare/groups/").json() == {
+        "groups": [
+            {"name": "sweep & co", "runs": 2, "ids": [a.pk, b.pk], "url": "/runs/compare/?group=sweep+%26+co"}
+        ]
+    }
 
 
 # ---- the ablation ladder ---------------------------------------------------------------------------------

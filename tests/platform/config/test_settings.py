@@ -74,16 +74,29 @@ PRODUCTION = {
 """The environment of an HTTPS deployment behind a TLS proxy (README, "Security")."""
 
 
-SECURITY_NAMES = ["SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS",
-                  "SECURE_PROXY_SSL_HEADER", "X_FRAME_OPTIONS", "SECURE_CONTENT_TYPE_NOSNIFF",
-                  "CONTENT_SECURITY_POLICY", "CONTENT_SECURITY_POLICY_REPORT_ONLY"]  # fmt: skip
+SECURITY_NAMES = [
+    "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE",
+    "SECURE_SSL_REDIRECT",
+    "SECURE_HSTS_SECONDS",
+    "SECURE_PROXY_SSL_HEADER",
+    "X_FRAME_OPTIONS",
+    "SECURE_CONTENT_TYPE_NOSNIFF",
+    "CONTENT_SECURITY_POLICY",
+    "CONTENT_SECURITY_POLICY_REPORT_ONLY",
+]
 
 
 def _clean_env(tmp_path: Path, **env: str) -> dict[str, str]:
     """This process's environment without any DJANGO_* variable or DATABASE_URL, plus ``env``."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_") and k != "DATABASE_URL"}
-    return {**base, "DJANGO_SETTINGS_MODULE": "config.settings", "PYTHONPATH": f"{REPO}/platform",
-            "DAPO_VAR_DIR": str(tmp_path), **env}  # fmt: skip
+    return {
+        **base,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "PYTHONPATH": f"{REPO}/platform",
+        "DAPO_VAR_DIR": str(tmp_path),
+        **env,
+    }
 
 
 def _security_settings(tmp_path: Path, **env: str) -> dict:

@@ -20,6 +20,9 @@ PAGE_STYLES = {
     "inspector/group.html": "inspector.css",
     "catalog/list.html": "datasets.css",
     "catalog/detail.html": "datasets.css",
+    "catalog/models.html": "datasets.css",
+    "catalog/model_detail.html": "datasets.css",
+    "runs/api_docs.html": "api_docs.css",
 }
 
 

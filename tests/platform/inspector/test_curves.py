@@ -32,10 +32,22 @@ GROUP = [
 
 def _record(run: Run, step: int, *, val: bool = False, metrics: dict | None = None) -> None:
     samples = [
-        sample(step, i, group=0, problem_index=7, reward=r, score=r, acc=r > 0, length=n, response=text,
-               advantage=r / 2, tokens=tokens, token_logprobs=[-0.5] * len(tokens) if tokens else None)
+        sample(
+            step,
+            i,
+            group=0,
+            problem_index=7,
+            reward=r,
+            score=r,
+            acc=r > 0,
+            length=n,
+            response=text,
+            advantage=r / 2,
+            tokens=tokens,
+            token_logprobs=[-0.5] * len(tokens) if tokens else None,
+        )
         for i, r, n, text, tokens in GROUP
-    ] + [sample(step, 4, group=1, problem_index=8)]  # fmt: skip
+    ] + [sample(step, 4, group=1, problem_index=8)]
     val_samples = [sample(step, i, split="val", group=0) for i in range(2)] if val else []
     run.record_step(StepReport(step=step, metrics=metrics or {}, samples=samples, val_samples=val_samples))
 

@@ -21,16 +21,27 @@ pytestmark = pytest.mark.django_db
 
 G = 2
 # (reason of each group, acc of its two samples); group 1's second sample is overlong-filtered
-GROUPS = [("", [True, False]), ("", [True, False]), ("all_correct", [True, True]),
-          ("all_wrong", [False, False]), ("surplus", [False, True])]  # fmt: skip
+GROUPS = [
+    ("", [True, False]),
+    ("", [True, False]),
+    ("all_correct", [True, True]),
+    ("all_wrong", [False, False]),
+    ("surplus", [False, True]),
+]
 OLD = [-1.0, -2.0, -0.5]
 NEW = [-1.0 + 0.4, -2.0 - 0.5, -0.5 + 0.05]  # ratios e^0.4 = 1.49 (clipped high), e^-0.5, e^0.05
 
 
-METRICS = {"train/discarded_groups/all_correct": 1, "train/discarded_groups/all_wrong": 2,
-           "train/discarded_groups/no_variance": 0, "train/discarded_groups/surplus": 1,
-           "train/discarded_samples/overlong": 1, "train/num_prompts_generated": 6,
-           "train/num_samples_trained": 4, "actor/pg_loss": 0.125}  # fmt: skip
+METRICS = {
+    "train/discarded_groups/all_correct": 1,
+    "train/discarded_groups/all_wrong": 2,
+    "train/discarded_groups/no_variance": 0,
+    "train/discarded_groups/surplus": 1,
+    "train/discarded_samples/overlong": 1,
+    "train/num_prompts_generated": 6,
+    "train/num_samples_trained": 4,
+    "actor/pg_loss": 0.125,
+}
 """What the trainer logged for that step: one all-wrong group and 2 samples more than are stored."""
 
 
@@ -41,19 +52,34 @@ def discard_samples() -> list:
         for j, acc in enumerate(accs):
             i = g * G + j
             fields = {
-                "group": g, "problem_index": g, "acc": acc, "kept": reason == "", "discard_reason": reason,
-                "score": 1.0 if acc else -1.0, "reward": 1.0 if acc else -1.0,
+                "group": g,
+                "problem_index": g,
+                "acc": acc,
+                "kept": reason == "",
+                "discard_reason": reason,
+                "score": 1.0 if acc else -1.0,
+                "reward": 1.0 if acc else -1.0,
                 "advantage": 0.7 if acc else -0.7,
                 "reward_scores": {"math_dapo": 1.0 if acc else -1.0, "regex": float(j)},
-            }  # fmt: skip
+            }
             if g == 1 and j == 1:
                 fields.update(discard_reason="overlong", truncated=True, overlong_penalty=-0.5, reward=-1.5)
             if reason == "":
-                fields["update_info"] = {"minibatch": g, "minibatch_tokens": 7, "minibatch_seqs": 2,
-                                         "in_loss": fields["discard_reason"] != "overlong"}  # fmt: skip
+                fields["update_info"] = {
+                    "minibatch": g,
+                    "minibatch_tokens": 7,
+                    "minibatch_seqs": 2,
+                    "in_loss": fields["discard_reason"] != "overlong",
+                }
             if i == 0:
-                fields.update(tokens=["a", "b", "c"], token_logprobs=OLD, token_ratio=[1.49, 0.61, 1.05],
-                              token_old_logprobs=OLD, token_new_logprobs=NEW, length=3)  # fmt: skip
+                fields.update(
+                    tokens=["a", "b", "c"],
+                    token_logprobs=OLD,
+                    token_ratio=[1.49, 0.61, 1.05],
+                    token_old_logprobs=OLD,
+                    token_new_logprobs=NEW,
+                    length=3,
+                )
             out.append(sample(1, i, **fields))
     return out
 
@@ -89,8 +115,14 @@ def _indexes(data: dict) -> list[int]:
 def test_counts_per_reason_are_stored_against_logged_with_what_was_not_stored(alice_client, discarding):
     d = _data(alice_client, discarding)["discards"]
     rows = {r["reason"]: (r["stored"], r["logged"], r["not_stored"]) for r in d["rows"]}
-    assert rows == {"trained": (2, 2, 0), "all_correct": (1, 1, 0), "all_wrong": (1, 2, 1),
-                    "no_variance": (0, 0, 0), "surplus": (1, 1, 0), "overlong": (1, 1, 0)}  # fmt: skip
+    assert rows == {
+        "trained": (2, 2, 0),
+        "all_correct": (1, 1, 0),
+        "all_wrong": (1, 2, 1),
+        "no_variance": (0, 0, 0),
+        "surplus": (1, 1, 0),
+        "overlong": (1, 1, 0),
+    }
     assert (d["stored_samples"], d["generated_samples"], d["not_stored"], d["cap"]) == (10, 12, 2, 10)
     assert step_discards(discarding, "val", 1, 0) is None  # validation groups are never trained
 
@@ -98,7 +130,12 @@ def test_counts_per_reason_are_stored_against_logged_with_what_was_not_stored(al
 def test_groups_and_samples_carry_the_badge_of_their_reason(alice_client, discarding):
     groups = _data(alice_client, discarding)["groups"]
     assert [g["reason_badge"] and g["reason_badge"]["label"] for g in groups] == [
-        None, None, "dropped: all correct", "dropped: all wrong", "surplus: batch full"]  # fmt: skip
+        None,
+        None,
+        "dropped: all correct",
+        "dropped: all wrong",
+        "surplus: batch full",
+    ]
     assert [g["overlong_n"] for g in groups] == [0, 1, 0, 0, 0]
     overlong = Sample.objects.get(run=discarding, sample_index=3)
     html = alice_client.get(f"/runs/{discarding.pk}/samples/{overlong.pk}/").content.decode()
@@ -203,8 +240,15 @@ def test_the_api_lists_samples_with_their_reason_and_filters_by_it(api, bob_api,
     url = f"/api/runs/{discarding.pk}/samples/"
     body = api.get(url, {"reason": "discarded", "page_size": 50}).json()
     got = {row["sample_index"]: row["discard_reason"] for row in body["results"]}
-    assert got == {3: "overlong", 4: "all_correct", 5: "all_correct", 6: "all_wrong", 7: "all_wrong",
-                   8: "surplus", 9: "surplus"}  # fmt: skip
+    assert got == {
+        3: "overlong",
+        4: "all_correct",
+        5: "all_correct",
+        6: "all_wrong",
+        7: "all_wrong",
+        8: "surplus",
+        9: "surplus",
+    }
     bad = api.get(url, {"reason": "bored"})
     assert bad.status_code == 400 and "reason" in bad.json()
     assert bob_api.get(url, {"reason": "surplus"}).status_code == 404

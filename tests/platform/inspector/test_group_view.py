@@ -33,10 +33,22 @@ GROUP = [
 
 def _record(run: Run, step: int, *, val: bool = False, metrics: dict | None = None) -> None:
     samples = [
-        sample(step, i, group=0, problem_index=7, reward=r, score=r, acc=r > 0, length=n, response=text,
-               advantage=r / 2, tokens=tokens, token_logprobs=[-0.5] * len(tokens) if tokens else None)
+        sample(
+            step,
+            i,
+            group=0,
+            problem_index=7,
+            reward=r,
+            score=r,
+            acc=r > 0,
+            length=n,
+            response=text,
+            advantage=r / 2,
+            tokens=tokens,
+            token_logprobs=[-0.5] * len(tokens) if tokens else None,
+        )
         for i, r, n, text, tokens in GROUP
-    ] + [sample(step, 4, group=1, problem_index=8)]  # fmt: skip
+    ] + [sample(step, 4, group=1, problem_index=8)]
     val_samples = [sample(step, i, split="val", group=0) for i in range(2)] if val else []
     run.record_step(StepReport(step=step, metrics=metrics or {}, samples=samples, val_samples=val_samples))
 
@@ -70,16 +82,24 @@ def _embedded(html: str, element_id: str):
 
 @pytest.mark.parametrize(
     ("sort", "order"),
-    [("index", [0, 1, 2, 3]), ("reward_desc", [0, 2, 1, 3]), ("reward_asc", [3, 1, 0, 2]),
-     ("length_desc", [3, 1, 0, 2]), ("length_asc", [2, 0, 1, 3])],
-)  # fmt: skip
+    [
+        ("index", [0, 1, 2, 3]),
+        ("reward_desc", [0, 2, 1, 3]),
+        ("reward_asc", [3, 1, 0, 2]),
+        ("length_desc", [3, 1, 0, 2]),
+        ("length_asc", [2, 0, 1, 3]),
+    ],
+)
 def test_a_groups_columns_are_its_completions_in_the_chosen_order(run, sort, order):
     data = group_columns(run, "train", 8, 0, sort)
     assert [c["sample_index"] for c in data["columns"]] == order  # group 1's sample never joins
     assert data["prompt"] == "Compute 1+1." and data["correct"] == 2
     assert [c["has_tokens"] for c in sorted(data["columns"], key=lambda c: c["sample_index"])] == [
-        True, True, False, False,
-    ]  # fmt: skip
+        True,
+        True,
+        False,
+        False,
+    ]
 
 
 def test_the_first_pair_is_the_best_and_the_worst_reward():
@@ -93,13 +113,24 @@ def test_divergence_is_counted_in_tokens_where_both_have_them_else_in_characters
     by_index = {i: {"response": text, "tokens": tokens} for i, _, _, text, tokens in GROUP}
     # tokens: "Let x =" then " 2" against " 3": token 3, at character 7 of both
     assert first_divergence(by_index[0], by_index[1]) == {
-        "level": "token", "index": 3, "identical": False, "char_a": 7, "char_b": 7, "span_a": 2, "span_b": 2,
-    }  # fmt: skip
+        "level": "token",
+        "index": 3,
+        "identical": False,
+        "char_a": 7,
+        "char_b": 7,
+        "span_a": 2,
+        "span_b": 2,
+    }
     # sample 2 has no token data: characters, "Let x = 2. So " shared
     assert first_divergence(by_index[0], by_index[2]) == {
-        "level": "char", "index": 14, "identical": False,
-        "char_a": 14, "char_b": 14, "span_a": 1, "span_b": 1,
-    }  # fmt: skip
+        "level": "char",
+        "index": 14,
+        "identical": False,
+        "char_a": 14,
+        "char_b": 14,
+        "span_a": 1,
+        "span_b": 1,
+    }
     same = {"response": "abc", "tokens": ["a", "bc"]}
     assert first_divergence(same, dict(same))["identical"] is True
     # tokens that do not spell the text (sentencepiece's ▁ for a space): the text's own offset

@@ -42,14 +42,22 @@ def _samples(step: int, *, split: str = "train", groups=GROUPS, token_rows: int 
             truncated = j == 3
             penalty = -0.25 if truncated else 0.0
             fields = {
-                "split": split, "group": g, "problem_index": 100 + g, "kept": kept or split == "val",
-                "prompt": f"Compute problem {100 + g}.", "ground_truth": str(g), "acc": acc,
-                "pred": str(g) if acc else f"{g + 5}", "score": 1.0 if acc else -1.0,
-                "reward": (1.0 if acc else -1.0) + penalty, "overlong_penalty": penalty,
-                "advantage": 0.0 if not kept else (0.8 if acc else -0.8), "length": 5 + 3 * i + step,
+                "split": split,
+                "group": g,
+                "problem_index": 100 + g,
+                "kept": kept or split == "val",
+                "prompt": f"Compute problem {100 + g}.",
+                "ground_truth": str(g),
+                "acc": acc,
+                "pred": str(g) if acc else f"{g + 5}",
+                "score": 1.0 if acc else -1.0,
+                "reward": (1.0 if acc else -1.0) + penalty,
+                "overlong_penalty": penalty,
+                "advantage": 0.0 if not kept else (0.8 if acc else -0.8),
+                "length": 5 + 3 * i + step,
                 "truncated": truncated,
                 "response": f"step {step} sample {i} thinks hard. The answer is {str(g) if acc else g + 5}.",
-            }  # fmt: skip
+            }
             if i < token_rows and split == "train":
                 fields.update(
                     tokens=["The", " answer", " is", "\n", "<b>x</b>"],
@@ -63,8 +71,14 @@ def _samples(step: int, *, split: str = "train", groups=GROUPS, token_rows: int 
 
 def _record(run: Run, step: int, *, val: bool = False, **kw) -> None:
     val_samples = _samples(step, split="val", groups=GROUPS[:2]) if val else []
-    run.record_step(StepReport(step=step, metrics={"critic/score/mean": 0.1}, samples=_samples(step, **kw),
-                               val_samples=val_samples))  # fmt: skip
+    run.record_step(
+        StepReport(
+            step=step,
+            metrics={"critic/score/mean": 0.1},
+            samples=_samples(step, **kw),
+            val_samples=val_samples,
+        )
+    )
 
 
 @pytest.fixture
@@ -119,9 +133,16 @@ def test_the_inspector_opens_on_the_newest_step_with_its_groups(alice_client, st
         False,
     )
     assert row["advantage"] == -0.8 and row["preview"].startswith("step 3 sample 1")
-    assert data["summary"] == {"samples": 16, "groups": 4, "correct": 7, "kept_groups": 2, "truncated": 4,
-                               "with_tokens": 2, "mean_reward": pytest.approx((7 - 9 - 4 * 0.25) / 16),
-                               "mean_length": pytest.approx(8 + 22.5)}  # fmt: skip
+    assert data["summary"] == {
+        "samples": 16,
+        "groups": 4,
+        "correct": 7,
+        "kept_groups": 2,
+        "truncated": 4,
+        "with_tokens": 2,
+        "mean_reward": pytest.approx((7 - 9 - 4 * 0.25) / 16),
+        "mean_length": pytest.approx(8 + 22.5),
+    }
 
 
 def test_the_slider_steps_and_the_validation_split(alice_client, stepped):
@@ -347,8 +368,15 @@ def test_clip_flags_match_the_dapo_loss_clip_fractions():
         advantage = float(torch.randn(1, generator=generator))
         ratio = math.exp(log_ratio)
         logp = torch.tensor([[log_ratio]], dtype=torch.float64)
-        _, metrics = policy_loss(logp, torch.zeros_like(logp), torch.tensor([advantage], dtype=torch.float64),
-                                 torch.ones_like(logp), clip_low=0.2, clip_high=0.28, clip_c=3.0)  # fmt: skip
+        _, metrics = policy_loss(
+            logp,
+            torch.zeros_like(logp),
+            torch.tensor([advantage], dtype=torch.float64),
+            torch.ones_like(logp),
+            clip_low=0.2,
+            clip_high=0.28,
+            clip_c=3.0,
+        )
         flag = clip_flag(ratio, advantage, 0.2, 0.28, 3.0)
         assert metrics["actor/pg_clipfrac"] == float(flag in ("high", "low")), (ratio, advantage, flag)
         assert metrics["actor/pg_clipfrac_lower"] == float(flag == "dual"), (ratio, advantage, flag)
@@ -484,8 +512,18 @@ def test_csv_cells_that_could_be_formulas_are_quoted_and_other_formats_keep_text
 def test_model_output_is_inert_text_on_every_page_and_in_exports(alice_client, alice_run):
     import pyarrow.parquet as pq
 
-    evil = sample(1, 0, prompt=EVIL, response=EVIL, pred=EVIL, ground_truth=EVIL, tokens=[EVIL, "<i>"],
-                  token_logprobs=[-1.0, -2.0], token_entropy=None, token_ratio=None)  # fmt: skip
+    evil = sample(
+        1,
+        0,
+        prompt=EVIL,
+        response=EVIL,
+        pred=EVIL,
+        ground_truth=EVIL,
+        tokens=[EVIL, "<i>"],
+        token_logprobs=[-1.0, -2.0],
+        token_entropy=None,
+        token_ratio=None,
+    )
     alice_run.record_step(StepReport(step=1, metrics={}, samples=[evil, sample(1, 1)]))
     pk = Sample.objects.get(run=alice_run, sample_index=0).pk
     pages = [

@@ -129,9 +129,17 @@ def test_a_foreign_origin_is_refused(alice, alice_run):
 
 @pytest.mark.parametrize(
     "message",
-    ["not json", "[]", '"text"', '{"type": "catchup"}', '{"type": "catchup", "after_step": "1"}',
-     '{"type": "catchup", "after_step": true}', '{"type": "nope"}', "{" * 5000],
-)  # fmt: skip
+    [
+        "not json",
+        "[]",
+        '"text"',
+        '{"type": "catchup"}',
+        '{"type": "catchup", "after_step": "1"}',
+        '{"type": "catchup", "after_step": true}',
+        '{"type": "nope"}',
+        "{" * 5000,
+    ],
+)
 def test_malformed_messages_are_ignored(alice, alice_run, message):
     comm = ws(f"/ws/runs/{alice_run.pk}/", alice)
 

@@ -149,8 +149,14 @@ def test_the_worker_evaluates_the_demo_model_into_one_step_0(alice, alice_client
     shutil.copy(REPO / "assets" / "demo" / "data" / "test.parquet", data)
     BaseModel.objects.create(name="demo", path=str(model))
     Dataset.objects.create(name="arith-test", path=str(data))
-    body = {"name": "demo eval", "base_model": "demo", "datasets": ["arith-test"], "n": 2, "max_problems": 3,
-            "overrides": {"execution.torch_threads": 1}}  # fmt: skip
+    body = {
+        "name": "demo eval",
+        "base_model": "demo",
+        "datasets": ["arith-test"],
+        "n": 2,
+        "max_problems": 3,
+        "overrides": {"execution.torch_threads": 1},
+    }
     from runs.evaluations import create_evaluation
 
     run, errors = create_evaluation(alice, body)

@@ -79,11 +79,20 @@ def test_patch_validates_every_field_and_changes_nothing_on_an_error(api, alice_
     assert response.status_code == 200, response.content
     assert response.json()["tags"] == ["baseline", "lr-sweep"] and response.json()["name"] == "renamed"
     for body in (
-        {"name": ""}, {"name": "x" * 201}, {"tags": "a" * 41}, {"tags": [1]},
-        {"tags": [str(i) for i in range(21)]}, {"notes": 5}, {"notes": "x" * 20001}, {"archived": "yes"},
-        {"owner": 3}, {"name": "ok", "tags": [None]},
-        {"shared_users": ["nobody"]}, {"shared_users": ["alice"]}, {"shared_groups": ["no-such-group"]},
-    ):  # fmt: skip
+        {"name": ""},
+        {"name": "x" * 201},
+        {"tags": "a" * 41},
+        {"tags": [1]},
+        {"tags": [str(i) for i in range(21)]},
+        {"notes": 5},
+        {"notes": "x" * 20001},
+        {"archived": "yes"},
+        {"owner": 3},
+        {"name": "ok", "tags": [None]},
+        {"shared_users": ["nobody"]},
+        {"shared_users": ["alice"]},
+        {"shared_groups": ["no-such-group"]},
+    ):
         response = api.patch(f"/api/runs/{alice_run.pk}/", body, format="json")
         assert response.status_code == 400, (body, response.content)
         assert set(response.json()["errors"]) <= set(body) | {"body"}
@@ -198,8 +207,16 @@ def test_a_shared_comparison_shows_its_owners_runs_only(alice, bob, alice_client
     )
     assert response.status_code == 302 and not SavedComparison.objects.exists()
     response = alice_client.post(
-        "/runs/compare/save/", {"name": "lr study", "ids": f"{a1.pk},{a2.pk}", "metrics": "critic/score/mean",
-                                "smooth": "0.3", "x": "wall", "by": "none"})  # fmt: skip
+        "/runs/compare/save/",
+        {
+            "name": "lr study",
+            "ids": f"{a1.pk},{a2.pk}",
+            "metrics": "critic/score/mean",
+            "smooth": "0.3",
+            "x": "wall",
+            "by": "none",
+        },
+    )
     saved = SavedComparison.objects.get()
     assert response["Location"] == f"/runs/compare/saved/{saved.pk}/"
     assert bob_client.get(saved.get_absolute_url()).status_code == 404
@@ -214,8 +231,10 @@ def test_a_shared_comparison_shows_its_owners_runs_only(alice, bob, alice_client
 
 
 def test_saved_views_belong_to_their_owner(alice_client, bob_client, alice, alice_run):
-    response = alice_client.post("/runs/views/", {"name": "fast ones", "filter": "optim.lr > 1e-5",
-                                                   "sort": "-optim.lr", "columns": "optim.lr"})  # fmt: skip
+    response = alice_client.post(
+        "/runs/views/",
+        {"name": "fast ones", "filter": "optim.lr > 1e-5", "sort": "-optim.lr", "columns": "optim.lr"},
+    )
     view = SavedView.objects.get()
     assert (
         response.status_code == 302

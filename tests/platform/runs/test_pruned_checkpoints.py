@@ -62,9 +62,14 @@ def test_a_fork_from_a_checkpoint_pruned_after_the_form_was_shown_is_refused(
 def _fork_of_pruned_step(pruned_parent, alice):
     config = get_preset("tiny_cpu").with_overrides({"optim.total_steps": 10})
     child = Run.objects.create(
-        owner=alice, name="child", config=config.to_dict(), parent=pruned_parent, fork_step=20,
-        source_checkpoint=pruned_parent.checkpoints.get(step=20).path, status=Status.FAILED,
-    )  # fmt: skip
+        owner=alice,
+        name="child",
+        config=config.to_dict(),
+        parent=pruned_parent,
+        fork_step=20,
+        source_checkpoint=pruned_parent.checkpoints.get(step=20).path,
+        status=Status.FAILED,
+    )
     return child
 
 

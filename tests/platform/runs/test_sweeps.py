@@ -27,8 +27,16 @@ def parsed(raw: dict[str, Any]) -> sweeps.Sweep:
 
 
 def test_a_grid_is_the_product_of_its_lists_in_order():
-    sweep = parsed({"mode": "grid", "fields": {"optim.lr": [1e-5, 2e-5, 4e-5], "rollout.n": [4, 8],
-                                               "algorithm.dynamic_sampling": [True, False]}})  # fmt: skip
+    sweep = parsed(
+        {
+            "mode": "grid",
+            "fields": {
+                "optim.lr": [1e-5, 2e-5, 4e-5],
+                "rollout.n": [4, 8],
+                "algorithm.dynamic_sampling": [True, False],
+            },
+        }
+    )
     combos = sweeps.expand(sweep)
     assert sweep.runs == 12 and len(combos) == 12
     expected = itertools.product([1e-5, 2e-5, 4e-5], [4, 8], [True, False])
@@ -38,11 +46,17 @@ def test_a_grid_is_the_product_of_its_lists_in_order():
 
 
 def test_a_random_sweep_is_reproducible_by_its_seed_and_stays_in_its_ranges():
-    raw = {"mode": "random", "runs": 10, "seed": 3, "fields": {
-        "optim.lr": {"low": 1e-6, "high": 1e-4, "scale": "log"},
-        "rollout.temperature": {"low": 0.6, "high": 1.2},
-        "rollout.n": {"low": 2, "high": 64, "scale": "log"},
-        "algorithm.loss_agg_mode": ["token-mean", "seq-mean-token-mean"]}}  # fmt: skip
+    raw = {
+        "mode": "random",
+        "runs": 10,
+        "seed": 3,
+        "fields": {
+            "optim.lr": {"low": 1e-6, "high": 1e-4, "scale": "log"},
+            "rollout.temperature": {"low": 0.6, "high": 1.2},
+            "rollout.n": {"low": 2, "high": 64, "scale": "log"},
+            "algorithm.loss_agg_mode": ["token-mean", "seq-mean-token-mean"],
+        },
+    }
     first, again = sweeps.expand(parsed(raw)), sweeps.expand(parsed(raw))
     other = sweeps.expand(parsed({**raw, "seed": 4}))
     assert first == again and first != other and len(first) == 10
@@ -165,9 +179,14 @@ def test_one_invalid_combination_refuses_the_whole_sweep_naming_it(paths):
 
 
 def test_a_runs_name_states_its_values_exactly_and_as_text():
-    values = {"optim.lr": 3.14159265e-5, "rollout.temperature": 0.7, "validation.temperature": 1.0,
-              "algorithm.clip_c": None, "data.reward_pattern": "x\ny",
-              "algorithm.dynamic_sampling": False}  # fmt: skip
+    values = {
+        "optim.lr": 3.14159265e-5,
+        "rollout.temperature": 0.7,
+        "validation.temperature": 1.0,
+        "algorithm.clip_c": None,
+        "data.reward_pattern": "x\ny",
+        "algorithm.dynamic_sampling": False,
+    }
     assert sweeps.label(values) == (
         "lr=3.14159265e-05, rollout.temperature=0.7, validation.temperature=1.0, clip_c=none, "
         "reward_pattern='x\\ny', dynamic_sampling=false"

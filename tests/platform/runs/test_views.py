@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 from runs.models import Run, Status
 
-from dapo.config import describe_fields
+from dapo.config_docs import describe_fields
 from tests.platform.support import report, sample
 
 pytestmark = pytest.mark.django_db

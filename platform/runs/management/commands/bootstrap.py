@@ -80,5 +80,7 @@ class Command(BaseCommand):
                 )
             )
             return
-        self.stdout.write(f"Catalog: model {model.name} ({model.size_label} parameters), dataset {data.name} "
-                          f"({data.row_count} rows)")  # fmt: skip
+        self.stdout.write(
+            f"Catalog: model {model.name} ({model.size_label} parameters), dataset {data.name} "
+            f"({data.row_count} rows)"
+        )
