@@ -3,79 +3,15 @@ first part, bad input and visibility."""
 
 from __future__ import annotations
 
-import json
 import random
 import re
 
 import pytest
 from inspector.group_view import common_prefix, default_pair, first_divergence, group_columns
-from runs.models import Run
 
-from dapo.report import StepReport
-from tests.platform.support import sample
+from tests.platform.inspector.conftest import GROUP, embedded
 
 pytestmark = pytest.mark.django_db
-
-# one group of four: (sample_index, reward, length, response, tokens or None)
-GROUP = [
-    (
-        0,
-        1.0,
-        9,
-        "Let x = 2. So 2 + 2 = 4. Answer: 4",
-        ["Let", " x", " =", " 2", ".", " So", " 2", " +", " 2"],
-    ),
-    (1, -1.0, 12, "Let x = 3. So 3 + 2 = 5. Answer: 5", ["Let", " x", " =", " 3", ".", " So", " 3"]),
-    (2, 1.0, 5, "Let x = 2. So answer: 4", None),
-    (3, -1.25, 20, "We guess. Answer: 7", None),
-]
-
-
-def _record(run: Run, step: int, *, val: bool = False, metrics: dict | None = None) -> None:
-    samples = [
-        sample(
-            step,
-            i,
-            group=0,
-            problem_index=7,
-            reward=r,
-            score=r,
-            acc=r > 0,
-            length=n,
-            response=text,
-            advantage=r / 2,
-            tokens=tokens,
-            token_logprobs=[-0.5] * len(tokens) if tokens else None,
-        )
-        for i, r, n, text, tokens in GROUP
-    ] + [sample(step, 4, group=1, problem_index=8)]
-    val_samples = [sample(step, i, split="val", group=0) for i in range(2)] if val else []
-    run.record_step(StepReport(step=step, metrics=metrics or {}, samples=samples, val_samples=val_samples))
-
-
-@pytest.fixture
-def run(alice_run: Run) -> Run:
-    """Train samples at steps 2, 4 and 8, validation at 4; curves at every step 1-8."""
-    for step in range(1, 9):
-        metrics = {
-            "critic/score/mean": step / 10,
-            "train/acc/mean": step / 20,
-            "response_length/mean": 10.0 + step,
-        }
-        if step % 4 == 0:
-            metrics |= {"val/acc/mean@4": step / 8, "val/reward/mean@4": step / 9}
-        if step in (2, 4, 8):
-            _record(alice_run, step, val=step == 4, metrics=metrics)
-        else:
-            alice_run.record_step(StepReport(step=step, metrics=metrics, samples=[]))
-    return alice_run
-
-
-def _embedded(html: str, element_id: str):
-    match = re.search(rf'<script id="{element_id}" type="application/json">(.*?)</script>', html, re.S)
-    assert match, element_id
-    return json.loads(match.group(1))
-
 
 # ---- a group side by side ----------------------------------------------------------------------------
 
@@ -154,7 +90,7 @@ def test_the_group_page_shows_the_columns_and_the_first_pair(alice_client, run):
     assert response.status_code == 200
     html = response.content.decode()
     assert re.findall(r'id="column-(\d+)"', html) == ["0", "2", "1", "3"]
-    meta = _embedded(html, "group-data")
+    meta = embedded(html, "group-data")
     assert meta["indexes"] == [0, 2, 1, 3]
     assert (meta["pair"]["a"], meta["pair"]["b"], meta["pair"]["level"], meta["pair"]["index"]) == (
         0,
@@ -162,7 +98,7 @@ def test_the_group_page_shows_the_columns_and_the_first_pair(alice_client, run):
         "char",
         0,
     )
-    chosen = _embedded(
+    chosen = embedded(
         alice_client.get(f"/runs/{run.pk}/samples/step/8/group/0/", {"a": 1, "b": 0}).content.decode(),
         "group-data",
     )["pair"]
