@@ -13,8 +13,8 @@ demo:  ## install, migrate, bootstrap, start Redis + Ray + Celery + Daphne; Ctrl
 test:  ## install dev tools, start Redis if needed, run ruff, mypy, lint-imports, pytest (ARGS=... for pytest)
 	$(PYTHON) -m scripts.check $(ARGS)
 
-test-fast:  ## the edit-test loop: lint, then pytest without browser, Ray, fault or slow tests (ARGS=...)
-	$(PYTHON) -m scripts.check -m "not browser and not ray and not faults and not slow" $(ARGS)
+test-fast:  ## the edit-test loop: lint, then pytest without browser, Ray, fault or slow tests, no GPU lock check
+	$(PYTHON) -m scripts.check --fast -m "not browser and not ray and not faults and not slow" $(ARGS)
 
 lint:  ## ruff (lint + format check), mypy and the import contracts only
 	$(PYTHON) -m scripts.check --lint-only

@@ -63,7 +63,7 @@ def missing_layer_packages() -> list[str]:
     return [name for name in roots if name not in present]
 
 
-def checks(pytest_args: list[str], lint_only: bool) -> list[tuple[str, list[str]]]:
+def checks(pytest_args: list[str], lint_only: bool, fast: bool = False) -> list[tuple[str, list[str]]]:
     steps = [
         ("ruff", ["ruff", "check", "."]),
         ("ruff format", ["ruff", "format", "--check", "."]),
@@ -75,7 +75,8 @@ def checks(pytest_args: list[str], lint_only: bool) -> list[tuple[str, list[str]
     else:
         steps.append(("import contracts", ["lint-imports", "--no-cache"]))
     if not lint_only:
-        steps.append(("gpu lock", ["python", "-m", "scripts.gpu_lock"]))
+        if not fast:  # the edit-test loop (make test-fast) skips the GPU lock's resolve against the index
+            steps.append(("gpu lock", ["python", "-m", "scripts.gpu_lock"]))
         steps.append(("pytest", ["pytest", *pytest_args]))
     return steps
 
@@ -104,7 +105,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, interrupt)
     args = sys.argv[1:]
     lint_only = "--lint-only" in args
-    pytest_args = [arg for arg in args if arg != "--lint-only"]
+    fast = "--fast" in args
+    pytest_args = [arg for arg in args if arg not in ("--lint-only", "--fast")]
     envsetup.ensure_venv(dev=True)
     env = envsetup.project_env()
     var_dir = Path(env["DAPO_VAR_DIR"])
@@ -114,7 +116,7 @@ def main() -> int:
             ensure_chromium(stack.log_dir)
             python = envsetup.venv_bin("python")
             env["REDIS_URL"] = ensure_redis(stack, env, var_dir, python, private=True)
-        return run_checks(checks(pytest_args, lint_only), env)
+        return run_checks(checks(pytest_args, lint_only, fast), env)
     except KeyboardInterrupt:
         print("\n[check] interrupted")
         return 130
