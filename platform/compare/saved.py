@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
+from config.params import DB_ID_MAX
 from django.contrib import messages
 from django.contrib.auth.models import Group
 from django.db import transaction
@@ -39,7 +40,9 @@ def comparison_save(request: HttpRequest) -> HttpResponse:
         ids = parse_ids(post.get("ids"))
     except CompareError as e:
         problems["ids"], ids = e.message, []
-    runs = {r.pk: r for r in access.visible_runs(request.user).filter(pk__in=[i for i in ids if i < 2**63])}
+    runs = {
+        r.pk: r for r in access.visible_runs(request.user).filter(pk__in=[i for i in ids if i <= DB_ID_MAX])
+    }
     if ids and len(runs) != len(ids):
         problems["ids"] = "a run is missing or not one you may see"
     metrics = [m.strip() for m in post.get("metrics", "").split(",") if m.strip()][:40]

@@ -322,7 +322,8 @@ def compare_validation(request: HttpRequest) -> HttpResponse:
     per_run = [set(val_steps(run)) for run in runs]
     steps = sorted(set().union(*per_run))
     shared = sorted(set.intersection(*per_run)) if per_run else []
-    latest = (shared or steps or [None])[-1]  # type: ignore[list-item]  # None: no validation step yet
+    known = shared or steps
+    latest = known[-1] if known else None  # None: no validation step yet
     step = _int_param(request, "step", default=latest)
     samples = Sample.objects.filter(run__in=runs, split="val", step=-1 if step is None else step)
     problems = sorted(set(samples.values_list("problem_index", flat=True)))
