@@ -55,8 +55,9 @@ def create_engine(
         model: an nn.Module the "hf" engine shares with the learner (colocated); "vllm" rejects it.
         eos_token_ids: ids ending a sample; pad_token_id: id for padding.
         device, dtype, seed: placement, weight dtype and engine RNG seed.
-        options: engine-specific settings (hf: max_batch_size, compact; vllm: tensor_parallel_size,
-            gpu_memory_utilization, enforce_eager, enable_sleep_mode and further vllm.LLM arguments).
+        options: engine-specific settings (hf: max_batch_size, compact_threshold, fast_decode and the
+            other HFEngine arguments; vllm: tensor_parallel_size, gpu_memory_utilization, enforce_eager,
+            enable_sleep_mode and further vllm.LLM arguments).
     Raises:
         ValueError: unknown name (the message lists the valid names).
     """

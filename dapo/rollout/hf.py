@@ -8,6 +8,9 @@ Runs on CPU (the embedded default and the tests) and on CUDA. One `generate` cal
   4. feed rows that sampled EOS with pad, and drop them from the batch and the cache (compaction) once a
      quarter of the batch has finished, so late steps only pay for the rows still generating; stop when
      no row is left or max_new_tokens is reached.
+Steps 1-3 run through the transformers model, or, for the Llama-family models it supports (`fast_decode.py`,
+on by default on CPU), through our own forward over the same parameters: fused matmuls, and the prompt's
+keys and values kept once per prompt and read by its n rows together instead of being repeated n times.
 Randomness comes from one torch.Generator per call (seeded by `SamplingParams.seed`, else the engine's own),
 so the same seed, weights and prompts give the same samples on one device.
 """
@@ -15,17 +18,22 @@ so the same seed, weights and prompts give the same samples on one device.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Protocol
 
 import torch
 from torch import nn
 
+from dapo.rollout import fast_decode
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, Weights, check_prompts, named_tensors
+from dapo.rollout.fast_decode import Workspace
 from dapo.rollout.kv_cache import new_cache
 from dapo.rollout.logits import sample_tokens
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+log = logging.getLogger(__name__)
 
 
 def left_pad(
@@ -83,9 +91,17 @@ class HFEngine(RolloutEngine):
         max_batch_size: most rows (prompts x n) decoded at once; larger calls are chunked by prompt.
         compact_threshold: drop finished rows from the batch and KV cache once this fraction of the
             batch has finished (0 = at every EOS; 1 = never, finished rows are fed pad until the end).
-        kv_buffer: preallocate the KV cache of full-attention layers (no per-step concatenation).
-        attn_implementation: attention kernel while generating; None = "eager" on CPU (single-token
-            decode steps run ~2x faster than with "sdpa" there) and the model's own on other devices.
+        kv_buffer: preallocate the KV cache of full-attention layers (no per-step concatenation; the
+            transformers forward: the fast path always preallocates).
+        attn_implementation: attention kernel of the transformers forward; None = "eager" on CPU
+            (single-token decode steps run ~2x faster than with "sdpa" there) and the model's own on
+            other devices. The fast path does not use it.
+        fast_decode: prefill and decode with `fast_decode.FastDecoder` instead of the transformers
+            forward (same parameters, same samples up to float rounding; faster on CPU). None = on when
+            the model is supported and the device is CPU; True = require it (ValueError naming the
+            reason when the model is not supported); False = off. `fast_decode_reason` says why it is off.
+            Measured and tested on CPU. Between calls it keeps its key/value buffers (the size of the
+            largest call's generated-token cache; `sleep` and `close` free them).
     """
 
     name = "hf"
@@ -104,6 +120,7 @@ class HFEngine(RolloutEngine):
         compact_threshold: float = 0.25,
         kv_buffer: bool = True,
         attn_implementation: str | None = None,
+        fast_decode: bool | None = None,
     ) -> None:
         if not eos_token_ids:
             raise ValueError("eos_token_ids must name at least one token id")
@@ -127,6 +144,12 @@ class HFEngine(RolloutEngine):
         self._cache_kw = "cache" if "cache" in forward_args else "past_key_values"
         self._keep_last = {"logits_to_keep": 1} if "logits_to_keep" in forward_args else {}
         self._asleep = False
+        reason = fast_decode_reason(self.model, self.device, fast_decode)
+        self.fast_decode = reason is None
+        self.fast_decode_reason = reason
+        """Why the fast path is off for this engine (None when it is on)."""
+        log.debug("hf engine: fast decode %s", "on" if reason is None else f"off: {reason}")
+        self._workspace = Workspace()  # the fast path's key/value buffers, reused across calls
 
     # ---- the RolloutEngine interface -------------------------------------------------------------
 
@@ -139,10 +162,15 @@ class HFEngine(RolloutEngine):
             generator = torch.Generator(device=self.device).manual_seed(params.seed)
         per_chunk = len(prompts) if self.max_batch_size is None else max(1, self.max_batch_size // params.n)
         completions: list[Completion] = []
-        with torch.inference_mode(), eval_mode(self.model), attention(self.model, self.attn_implementation):
-            for start in range(0, len(prompts), per_chunk):
-                chunk = prompts[start : start + per_chunk]
-                completions.extend(self._generate_chunk(chunk, params, generator))
+        with torch.inference_mode():
+            # fused from the current parameters once per call: the shared model changes between calls
+            weights = fast_decode.build_weights(self.model) if self.fast_decode else None
+            # the transformers forward's attention kernel (switching costs ~0.3 ms: only when it may run)
+            kernel = self.attn_implementation if weights is None or weights.window is not None else None
+            with eval_mode(self.model), attention(self.model, kernel):
+                for start in range(0, len(prompts), per_chunk):
+                    chunk = prompts[start : start + per_chunk]
+                    completions.extend(self._generate_chunk(chunk, params, generator, weights))
         return completions
 
     def update_weights(self, weights: Weights) -> None:
@@ -177,7 +205,9 @@ class HFEngine(RolloutEngine):
             raise ValueError(f"update_weights: missing parameters {sorted(missing)[:5]}")
 
     def sleep(self) -> None:
-        """On CUDA, move an owned model to host memory and release the cache; a shared model stays put."""
+        """Free the fast path's buffers; on CUDA, also move an owned model to host memory and release the
+        cache (a shared model stays put)."""
+        self._workspace.clear()
         if self.device.type != "cuda":
             return
         if self._owns_model and not self._asleep:
@@ -194,32 +224,48 @@ class HFEngine(RolloutEngine):
     def close(self) -> None:
         """Drop the engine's reference to the model (a shared model lives on with its owner)."""
         self.model = None  # type: ignore[assignment]
+        self._workspace.clear()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
     # ---- the decode loop -------------------------------------------------------------------------
 
     def _generate_chunk(
-        self, prompts: Sequence[Sequence[int]], params: SamplingParams, generator: torch.Generator
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams,
+        generator: torch.Generator,
+        weights: fast_decode.FastWeights | None = None,
     ) -> list[Completion]:
-        """Prefill each prompt once, repeat its cache rows n times, decode; rows ordered prompt-major."""
+        """Prefill each prompt once, share it with its n rows, decode; rows ordered prompt-major.
+
+        `weights` (from `fast_decode.build_weights`) selects the fast path; None the transformers forward.
+        """
         ids, mask, positions = left_pad(prompts, self.pad_token_id, self.device)  # (P, L) each
-        cache = new_cache(self.model, ids.shape[1] + params.max_new_tokens if self.kv_buffer else None)
-        logits = self._forward(ids, mask, positions, cache)  # (P, V)
         n = params.n
+        decoder: Decoder
+        if weights is not None and not weights.fits(ids.shape[1] + params.max_new_tokens - 1):
+            log.debug("hf engine: chunk longer than the sliding window: transformers forward")
+            weights = None
+        if weights is not None:
+            fast = fast_decode.FastDecoder(weights, params.max_new_tokens, self._workspace)
+            logits, decoder = fast.prefill(ids, mask, positions, n), fast  # (P, V)
+        else:
+            cache = new_cache(self.model, ids.shape[1] + params.max_new_tokens if self.kv_buffer else None)
+            logits = self._forward(ids, mask, positions, cache)  # (P, V)
+            if n > 1:
+                cache.batch_repeat_interleave(n)
+                mask = mask.repeat_interleave(n, dim=0)  # (P*n, L)
+            decoder = _CacheDecoder(self, cache, mask)
         if n > 1:
-            cache.batch_repeat_interleave(n)
-            logits, mask = logits.repeat_interleave(n, dim=0), mask.repeat_interleave(n, dim=0)  # (P*n, ...)
-        next_pos = mask.sum(-1)  # (P*n,) the position of the first generated token
-        tokens, logprobs, lengths = self._decode(logits, mask, next_pos, cache, params, generator)
+            logits = logits.repeat_interleave(n, dim=0)  # (P*n, V)
+        tokens, logprobs, lengths = self._decode(logits, decoder, params, generator)
         return self._completions(tokens, logprobs, lengths)
 
     def _decode(
         self,
         logits: torch.Tensor,
-        mask: torch.Tensor,
-        next_pos: torch.Tensor,
-        cache: object,
+        decoder: Decoder,
         params: SamplingParams,
         generator: torch.Generator,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -228,7 +274,7 @@ class HFEngine(RolloutEngine):
         Dropping rows copies every layer's cache, so it pays only once a fraction `compact_threshold`
         of the batch has finished (measured: compacting at every EOS is slower when few rows stop).
         Args:
-            logits: (R, V) logits of the first generated token; mask: (R, L); next_pos: (R,).
+            logits: (R, V) logits of the first generated token; decoder: the rows' forward state.
         Returns:
             tokens (R, T) int64, logprobs (R, T) float32, lengths (R,) int64 (valid prefix of each row).
         """
@@ -252,11 +298,9 @@ class HFEngine(RolloutEngine):
                 break
             if num_alive < alive.numel() and num_alive <= (1.0 - self.compact_threshold) * alive.numel():
                 keep = alive.nonzero().squeeze(1)  # (B',) compaction: drop finished rows everywhere
-                cache.batch_select_indices(keep)  # type: ignore[attr-defined]
-                rows, token, mask, next_pos, alive = (t[keep] for t in (rows, token, mask, next_pos, alive))
-            mask = torch.cat([mask, alive.long().unsqueeze(1)], dim=1)  # (B, L + step + 1)
-            logits = self._forward(token.unsqueeze(1), mask, next_pos.unsqueeze(1), cache)
-            next_pos = next_pos + 1
+                decoder.select(keep)
+                rows, token, alive = (t[keep] for t in (rows, token, alive))
+            logits = decoder.step(token, alive)
         return tokens, logprobs, lengths
 
     def _completions(
@@ -285,6 +329,55 @@ class HFEngine(RolloutEngine):
             **self._keep_last,
         )
         return out.logits[:, -1, :]
+
+
+class Decoder(Protocol):
+    """The forward state of the rows being decoded (B rows, the live batch)."""
+
+    def step(self, token: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
+        """Feed token (B,) to every row at its next position (alive (B,): False = a finished row, fed
+        pad, whose output nobody reads); returns the (B, V) next-token logits."""
+        ...
+
+    def select(self, keep: torch.Tensor) -> None:
+        """Keep only the rows `keep` (B',) (sorted indices into the current rows)."""
+        ...
+
+
+class _CacheDecoder:
+    """`Decoder` through the transformers forward and its KV cache (one row of cache per sample)."""
+
+    def __init__(self, engine: HFEngine, cache: object, mask: torch.Tensor) -> None:
+        self.engine, self.cache, self.mask = engine, cache, mask  # mask (B, L + steps)
+        self.next_pos = mask.sum(-1)  # (B,) the position of the next token
+
+    def step(self, token: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
+        """See `Decoder.step`: a finished row's new position is masked out."""
+        self.mask = torch.cat([self.mask, alive.long().unsqueeze(1)], dim=1)  # (B, L + steps + 1)
+        logits = self.engine._forward(token.unsqueeze(1), self.mask, self.next_pos.unsqueeze(1), self.cache)
+        self.next_pos = self.next_pos + 1
+        return logits
+
+    def select(self, keep: torch.Tensor) -> None:
+        """See `Decoder.select`: drops the rows from the cache too."""
+        self.cache.batch_select_indices(keep)  # type: ignore[attr-defined]
+        self.mask, self.next_pos = self.mask[keep], self.next_pos[keep]
+
+
+def fast_decode_reason(model: nn.Module, device: torch.device, requested: bool | None) -> str | None:
+    """Why the engine will not use the fast path (None: it will), for `HFEngine(fast_decode=requested)`.
+
+    Raises:
+        ValueError: `requested` is True and the model is not supported (the message says why).
+    """
+    if requested is False:
+        return "fast_decode=False"
+    reason = fast_decode.unsupported_reason(model)
+    if reason is not None and requested:
+        raise ValueError(f"fast_decode=True, but the fast path cannot run this model: {reason}")
+    if reason is None and requested is None and device.type != "cpu":
+        reason = f"auto: the fast path is on by default on CPU only (device {device})"
+    return reason
 
 
 def _load_model(model_path: str | None, device: str | torch.device, dtype: str) -> nn.Module:

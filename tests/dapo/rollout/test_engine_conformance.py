@@ -1,7 +1,8 @@
 """Every rollout engine obeys the RolloutEngine contract, pinned against slow uncached reference loops.
 
-One module, parametrised over engine names: "hf" (CPU), "hf-cuda" (marked gpu) and "vllm" (marked vllm);
-the last two skip where CUDA or vLLM is absent. The model is a tiny random Llama built from a config (no
+One module, parametrised over engine names: "hf" (CPU, its fast decode path), "hf-transformers" (CPU, the
+transformers forward: fast_decode=False), "hf-cuda" (marked gpu) and "vllm" (marked vllm); the last two
+skip where CUDA or vLLM is absent. The model is a tiny random Llama built from a config (no
 download). The reference greedy loop and the reference log-probs below run one full forward pass of the
 whole sequence per step, without a KV cache, so they pin the engines' cache handling, left padding of
 prompts of different lengths, and position ids.
@@ -24,10 +25,16 @@ PROBE = PROMPTS[0]  # the fixture picks EOS so that greedy decoding of this prom
 
 ENGINE_CASES = [
     pytest.param("hf", id="hf"),
+    pytest.param("hf-transformers", id="hf-transformers"),
     pytest.param("hf-cuda", id="hf-cuda", marks=pytest.mark.gpu),
     pytest.param("vllm", id="vllm", marks=pytest.mark.vllm),
 ]
-ATOL = {"hf": 1e-4, "hf-cuda": 1e-4, "vllm": 1e-3}  # vLLM's fp32 kernels sum in another order
+ATOL = {
+    "hf": 1e-4,
+    "hf-transformers": 1e-4,
+    "hf-cuda": 1e-4,
+    "vllm": 1e-3,
+}  # vLLM's fp32 kernels sum in another order
 
 
 def build_model(seed: int) -> LlamaForCausalLM:
@@ -96,8 +103,8 @@ def case(
     name = request.param
     model, eos = model_and_eos
     common = {"eos_token_ids": [eos], "pad_token_id": PAD, "seed": 0}
-    if name == "hf":
-        engine = create_engine("hf", model=copy.deepcopy(model), **common)  # a copy: tests change weights
+    if name in ("hf", "hf-transformers"):  # a copy of the model: tests change weights
+        engine = create_engine("hf", model=copy.deepcopy(model), fast_decode=name == "hf", **common)
     else:
         if name == "hf-cuda" and not torch.cuda.is_available():
             pytest.skip("needs a CUDA GPU")

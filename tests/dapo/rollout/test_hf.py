@@ -47,8 +47,11 @@ def test_left_pad_counts_positions_over_real_tokens_only():
 VARIANTS = [
     {"compact_threshold": 0.0},  # drop rows at every EOS
     {"compact_threshold": 1.0},  # never drop rows: finished rows are fed pad
-    {"kv_buffer": False},  # transformers' own concatenating DynamicCache
-    {"attn_implementation": "sdpa"},
+    {"fast_decode": False},  # the transformers forward instead of the fast decode path (the CPU default)
+    {"fast_decode": False, "compact_threshold": 0.0},
+    {"fast_decode": False, "compact_threshold": 1.0},
+    {"fast_decode": False, "kv_buffer": False},  # transformers' own concatenating DynamicCache
+    {"fast_decode": False, "attn_implementation": "sdpa"},
 ]
 
 
@@ -64,7 +67,7 @@ def test_every_decoding_variant_gives_the_same_greedy_samples(model, options):
 
 def test_generation_restores_the_models_attention_implementation(model):
     before = model.config._attn_implementation
-    run(engine(model, attn_implementation="eager" if before != "eager" else "sdpa"))
+    run(engine(model, attn_implementation="eager" if before != "eager" else "sdpa", fast_decode=False))
     assert model.config._attn_implementation == before
 
 
