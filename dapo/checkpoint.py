@@ -97,12 +97,14 @@ def save(
     stream: Any,
     config: RunConfig,
     *,
+    round_sizer: Any = None,
     save_optimizer: bool = True,
     keep_last: int = 0,
     pending: dict[str, Any] | None = None,
 ) -> Path:
     """Write the step's checkpoint; ``pending``: tensors and plain values of the next step's batch,
-    sampled already (one-step off-policy generation), written as ``pending.pt``."""
+    sampled already (one-step off-policy generation), written as ``pending.pt``; ``round_sizer``: the
+    dynamic sampling's kept-fraction estimate (``algorithm.adaptive_gen_batch``), when there is one."""
     import torch
 
     root = Path(run_dir) / "checkpoints"
@@ -112,6 +114,8 @@ def save(
     if not save_optimizer:
         state.pop("optimizer", None)
     meta = {"step": step, "stream": stream.state_dict(), "config": config.to_dict(), "saved_at": time.time()}
+    if round_sizer is not None:
+        meta["round_sizer"] = round_sizer.state_dict()
     target = tmp
     try:
         tmp.mkdir(parents=True, exist_ok=True)
@@ -144,8 +148,9 @@ def _write_durably(path: Path, fill: Callable[[IO[bytes]], Any]) -> None:
         os.fsync(f.fileno())
 
 
-def load(path: Path, backend: Any, stream: Any) -> int:
-    """Restore a checkpoint into the backend and the data stream; returns its step."""
+def load(path: Path, backend: Any, stream: Any, round_sizer: Any = None) -> int:
+    """Restore a checkpoint into the backend, the data stream and (when both the run and the checkpoint
+    have one) the round sizer of dynamic sampling; returns its step."""
     import torch
 
     path = Path(path)
@@ -156,6 +161,8 @@ def load(path: Path, backend: Any, stream: Any) -> int:
         raise CheckpointError(f"could not read checkpoint {path}: {e}") from None
     backend.load_state_dict(state)
     stream.load_state_dict(meta["stream"])
+    if round_sizer is not None and "round_sizer" in meta:
+        round_sizer.load_state_dict(meta["round_sizer"])
     return int(meta["step"])
 
 

@@ -165,7 +165,14 @@ class AlgorithmConfig:
     """Metric whose group std must be > 0 to keep a group: acc (correctness), score (±1 before the overlong
     penalty) or seq_reward (after it). verl filter_groups.metric."""
     max_num_gen_batches: int = 10
-    """Most generation rounds per step (<= 0: unlimited). On the limit we train on what we have and warn."""
+    """Most generation rounds per step (<= 0: unlimited). On the limit we train on what we have and warn.
+    With adaptive_gen_batch the limit is on prompts: max_num_gen_batches x gen_batch_size."""
+    adaptive_gen_batch: bool = False
+    """Dynamic sampling (ours): size each round to the groups still missing, ceil(missing / kept fraction)
+    prompts plus a half-sigma cushion, at most gen_batch_size, instead of always gen_batch_size. The trained
+    batch is the same in law (the first train_batch_size groups that pass the filter); fewer groups are
+    generated only to be discarded as surplus, at the cost of more, smaller rounds: worth it where a
+    round costs its size (the hf engine on CPU), less so where it costs its longest sample (vLLM)."""
     overlong_filtering: bool = False
     """Overlong filtering (paper §3.4): truncated samples (no EOS by L_max) are masked out of the loss."""
     overlong_buffer: bool = True

@@ -19,6 +19,7 @@ The filler is generic over the per-sample records (any Python objects); it never
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
@@ -70,9 +71,13 @@ class GroupBatchFiller(Generic[T]):
         max_num_gen_batches: at most this many generation rounds per step; <= 0 means unlimited.
             When the limit is hit with fewer groups than wanted, the step trains on what it has and a
             warning is logged (the reference raises instead).
+        max_num_groups: at most this many groups generated per step (<= 0: unlimited); the limit of
+            rounds sized by `RoundSizer`, whose rounds are smaller than ``gen_batch_size``.
     """
 
-    def __init__(self, train_batch_size: int, group_size: int, max_num_gen_batches: int = 0) -> None:
+    def __init__(
+        self, train_batch_size: int, group_size: int, max_num_gen_batches: int = 0, *, max_num_groups: int = 0
+    ) -> None:
         if train_batch_size < 1:
             raise ValueError(f"train_batch_size must be >= 1, got {train_batch_size}")
         if group_size < 1:
@@ -80,6 +85,7 @@ class GroupBatchFiller(Generic[T]):
         self.train_batch_size = train_batch_size
         self.group_size = group_size
         self.max_num_gen_batches = max_num_gen_batches
+        self.max_num_groups = max_num_groups
         self._groups: list[list[T]] = []  # kept groups, in arrival order
         self._num_rounds = 0
         self._num_generated = 0  # groups generated
@@ -125,14 +131,21 @@ class GroupBatchFiller(Generic[T]):
         return len(self._groups)
 
     @property
+    def num_generated(self) -> int:
+        """Groups generated so far, kept or not."""
+        return self._num_generated
+
+    @property
     def done(self) -> bool:
         """True once at least ``train_batch_size`` groups are kept."""
         return self.num_kept >= self.train_batch_size
 
     @property
     def limit_hit(self) -> bool:
-        """True when the round limit is reached with fewer than ``train_batch_size`` groups kept."""
+        """True when the round (or group) limit is reached with fewer than ``train_batch_size`` groups
+        kept."""
         limited = self.max_num_gen_batches > 0 and self._num_rounds >= self.max_num_gen_batches
+        limited |= self.max_num_groups > 0 and self._num_generated >= self.max_num_groups
         return limited and not self.done
 
     @property
@@ -153,10 +166,17 @@ class GroupBatchFiller(Generic[T]):
                 f"after {self._num_rounds} rounds; keep generating while may_generate_more"
             )
         if self.limit_hit:
+            limit = (
+                f"max_num_gen_batches={self.max_num_gen_batches}"
+                if self.max_num_gen_batches > 0 and self._num_rounds >= self.max_num_gen_batches
+                else f"{self.max_num_groups} groups, max_num_gen_batches x gen_batch_size"
+            )
             logger.warning(
-                "dynamic sampling hit max_num_gen_batches=%d with %d of %d groups kept; "
-                "training this step on the %d groups it has",
-                self.max_num_gen_batches,
+                "dynamic sampling hit its limit (%s: %d rounds, %d groups generated) "
+                "with %d of %d groups kept; training this step on the %d groups it has",
+                limit,
+                self._num_rounds,
+                self._num_generated,
                 self.num_kept,
                 self.train_batch_size,
                 self.num_kept,
@@ -191,3 +211,51 @@ class GroupBatchFiller(Generic[T]):
             "train/frac_all_wrong": self._num_all_wrong / generated,
             "train/gen_limit_hit": float(self.limit_hit),
         }
+
+
+class RoundSizer:
+    """Sizes dynamic sampling's rounds to the groups still missing (``algorithm.adaptive_gen_batch``).
+
+    With fixed rounds every round draws ``gen_batch_size`` prompts, and the groups the last round keeps
+    beyond ``train_batch_size`` are thrown away (``surplus``). A sized round draws
+
+        m = ceil(missing / p + margin * sqrt(missing * (1 - p)) / p),   clipped to [1, cap]
+
+    prompts, with p the kept fraction of recent groups (counts decayed by ``decay`` per round, a prior
+    of one kept group in one generated, so the first round asks for exactly what is missing) and
+    ``margin`` standard deviations of the kept count as a cushion against a further, small round.
+
+    The trained batch is the same in law as with fixed rounds: both are the first ``train_batch_size``
+    groups that pass the filter in the order the prompt stream hands them out, all sampled by the same
+    policy; only fewer groups are generated for nothing (and fewer prompts are used up per step).
+    """
+
+    def __init__(self, cap: int, *, decay: float = 0.9, margin: float = 0.5) -> None:
+        if cap < 1:
+            raise ValueError(f"cap must be >= 1, got {cap}")
+        if not 0.0 <= decay <= 1.0:
+            raise ValueError(f"decay must be in [0, 1], got {decay}")
+        self.cap, self.decay, self.margin = cap, decay, margin
+        self.kept = self.generated = 0.0
+
+    @property
+    def keep_rate(self) -> float:
+        """The estimated fraction of groups that pass the filter, in (0, 1]."""
+        return (self.kept + 1.0) / (self.generated + 1.0)
+
+    def size(self, missing: int) -> int:
+        """Prompts for the next round when ``missing`` groups are still wanted (``missing`` >= 1)."""
+        p = self.keep_rate
+        wanted = missing / p + self.margin * math.sqrt(missing * (1.0 - p)) / p
+        return max(1, min(self.cap, math.ceil(wanted - 1e-9)))
+
+    def observe(self, kept: int, generated: int) -> None:
+        """Record a round: ``kept`` of its ``generated`` groups passed the filter."""
+        self.kept = self.decay * self.kept + kept
+        self.generated = self.decay * self.generated + generated
+
+    def state_dict(self) -> dict[str, float]:
+        return {"kept": self.kept, "generated": self.generated}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.kept, self.generated = float(state["kept"]), float(state["generated"])

@@ -43,7 +43,7 @@ from dapo.distributions import pop_ratio_sketch, step_distributions
 from dapo.hardware import HardwareMonitor
 from dapo.report import RunInfo, RunResult, SampleRecord, Sink, Status, StepReport
 from dapo.rollout.base import Completion, SamplingParams
-from dapo.sampling import GroupBatchFiller, keep_groups
+from dapo.sampling import GroupBatchFiller, RoundSizer, keep_groups
 from dapo.stream import ProblemStream
 from dapo.timing import Timer
 from dapo.validation import load_validation_sets, validate
@@ -107,11 +107,12 @@ class Trainer:
         self.val_prompts = encode_prompts(self.tokenizer, self.val_problems, c.data.max_prompt_length)
         self.stream = ProblemStream(len(self.train_problems), seed=c.seed, shuffle=c.data.shuffle)
         self.advantage_fn = get_advantage_estimator(c.algorithm.advantage_estimator)
+        self.round_sizer = RoundSizer(c.data.gen_batch_size) if c.algorithm.adaptive_gen_batch else None
         path = Path(self.resume_from) if self.resume_from else None
         if path is None and self.resume:
             path = ckpt.latest(self.out_dir)
         if path is not None:
-            self.step = ckpt.load(path, self.backend, self.stream)
+            self.step = ckpt.load(path, self.backend, self.stream, self.round_sizer)
             log.info("resumed from %s at step %d", path, self.step)
             self._restore_next(ckpt.load_pending(path))
         if self.off_policy:
@@ -248,14 +249,27 @@ class Trainer:
         replay = list(rounds or [])
         G = c.rollout.n
         limit = a.max_num_gen_batches if a.dynamic_sampling else 1
-        filler: GroupBatchFiller[Rollout] = GroupBatchFiller(c.data.train_batch_size, G, limit)
+        sizer = self.round_sizer if a.dynamic_sampling else None
+        if sizer is None:
+            filler: GroupBatchFiller[Rollout] = GroupBatchFiller(c.data.train_batch_size, G, limit)
+        else:  # sized rounds: the limit counts prompts, as many as `limit` full rounds would draw
+            max_groups = limit * c.data.gen_batch_size if limit > 0 else 0
+            filler = GroupBatchFiller(c.data.train_batch_size, G, max_num_groups=max_groups)
         rollouts: list[Rollout] = []
         round_index = 0
         while filler.may_generate_more:
-            if round_index < len(replay):
+            replayed = round_index < len(replay)
+            if replayed:
                 problem_ids, completions = replay[round_index]
             else:
-                n_prompts = c.data.gen_batch_size if a.dynamic_sampling else c.data.train_batch_size
+                if sizer is not None:
+                    n_prompts = sizer.size(c.data.train_batch_size - filler.num_kept)
+                    if filler.max_num_groups > 0:
+                        n_prompts = min(n_prompts, filler.max_num_groups - filler.num_generated)
+                elif a.dynamic_sampling:
+                    n_prompts = c.data.gen_batch_size
+                else:
+                    n_prompts = c.data.train_batch_size
                 problem_ids = self.stream.take(n_prompts)
                 params = SamplingParams(
                     n=G,
@@ -286,6 +300,8 @@ class Trainer:
             else:
                 keep = [True] * (len(new) // G)
             filler.add(new, keep, acc=[r.acc for r in new])
+            if sizer is not None and not replayed:  # a replayed round was counted before the checkpoint
+                sizer.observe(sum(keep), len(keep))
             round_index += 1
         batch = filler.batch()
         for r in batch:
@@ -444,6 +460,7 @@ class Trainer:
             self.backend,
             self.stream,
             self.config,
+            round_sizer=self.round_sizer,
             save_optimizer=c.save_optimizer,
             keep_last=c.keep_last,
             pending=self._pending_state(),

@@ -67,3 +67,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.ray)
         if "reliability" in path.parts:
             item.add_marker(pytest.mark.faults)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: object) -> object:
+    """pytest-django's test database, and at the end of the run, before it is dropped, PostgreSQL
+    sessions still open on it ended: connections Django opened in other threads or in Playwright's and
+    Channels' event loops are never closed by their owners, and DROP DATABASE refuses while they live."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:  # type: ignore[attr-defined]
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )

@@ -139,6 +139,7 @@ def test_a_user_uploads_searches_and_reads_a_dataset(site, chromium_path, tmp_pa
         expect(page.locator("#solve-runs")).to_contain_text("2 / 4")
         link = page.locator("#solve-runs a.ds-timeline")
         assert link.get_attribute("href") == f"/runs/{run.pk}/problems/3/"
+        page.wait_for_load_state()  # the row's page has its key handler (a key before it is lost)
         page.keyboard.press("ArrowRight")  # the next problem, from the keyboard
         expect(page.locator("#row-panel h2")).to_contain_text("Problem 4")
         page.screenshot(path=str(ARTIFACTS / "datasets-4-solve-rates.png"), full_page=True)

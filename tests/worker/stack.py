@@ -19,6 +19,8 @@ from django.conf import settings
 from tests.platform.support import redis_test_url
 
 REPO = Path(__file__).resolve().parents[2]
+STACK_APP_NAME = "dapo-test-stack"
+"""The PostgreSQL application_name of the stack's processes: teardown waits for their sessions only."""
 
 
 def database_url() -> str:
@@ -44,6 +46,7 @@ def environment(var_dir: Path, **extra: str) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "platform")]),
         "PYTHONUNBUFFERED": "1",
+        "PGAPPNAME": STACK_APP_NAME,  # libpq tags their PostgreSQL sessions (see below)
         **extra,
     }
     return env
@@ -123,13 +126,18 @@ def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.2) -
 
 def wait_for_other_sessions_to_leave(timeout: float = 15) -> None:
     """PostgreSQL: wait until the stopped subprocesses' sessions are gone, so the test database can be
-    dropped at the end of the run (PostgreSQL notices a closed socket a moment after the process exits)."""
+    dropped at the end of the run (PostgreSQL notices a closed socket a moment after the process exits).
+
+    Only the stack's sessions count (application_name STACK_APP_NAME): connections this test process
+    opened in other threads or event loops stay open until the end of the run, and waiting for them
+    cost the full timeout at every teardown (tests/conftest.py closes them before the drop)."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
         return
     sql = (
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        f"AND pid <> pg_backend_pid() AND application_name = '{STACK_APP_NAME}'"
     )
 
     def alone() -> bool:

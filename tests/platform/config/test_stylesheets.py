@@ -44,3 +44,20 @@ def test_one_declaration_a_line(sheet):
     text = re.sub(r"/\*.*?\*/", "", (CSS / sheet).read_text(), flags=re.S)
     crowded = [line for line in text.splitlines() if line.count(";") > 1 or ("{" in line and ";" in line)]
     assert not crowded, crowded[:3]
+
+
+def test_badges_take_their_colours_from_the_tone_palette():
+    """Status, group and discard-reason badges share one palette (--tone-*-bg / --tone-*-ink in app.css,
+    light and dark): no badge rule names a colour of its own."""
+    rules = re.findall(
+        r"([^{}]*\.[grb]?badge[^{}]*)\{([^{}]*)\}", "".join(p.read_text() for p in CSS.glob("*.css"))
+    )
+    assert len(rules) >= 12
+    for selector, body in rules:
+        for prop, value in re.findall(r"(?m)^\s*(color|background|background-color):\s*([^;]+);", body):
+            assert value.startswith("var(--"), f"{selector.strip()} sets {prop}: {value}"
+    app = (CSS / "app.css").read_text()
+    tones = set(re.findall(r"--tone-([a-z]+)-bg:", app))
+    assert tones >= {"neutral", "info", "good", "bad", "muted", "warn", "indigo", "violet"}
+    for tone in tones:  # each tone defined for both schemes
+        assert app.count(f"--tone-{tone}-bg:") == 2 and app.count(f"--tone-{tone}-ink:") == 2, tone
