@@ -18,10 +18,8 @@ from dapo import reward
 from dapo.actor import PolicyActor
 from dapo.backends import LocalBackend
 from dapo.config import ConfigError
-from dapo.runner import run
-from dapo.sinks import JsonlSink
 from dapo.trainer import Trainer
-from tests.dapo.test_trainer import LengthParityReward, Recorder
+from tests.dapo.test_trainer import LengthParityReward, Recorder, straight_and_resumed
 
 
 @pytest.fixture
@@ -113,15 +111,12 @@ def test_a_stale_batch_is_trained_against_the_log_probs_of_the_weights_that_samp
 
 def test_a_resumed_run_trains_on_the_saved_batch_and_follows_the_same_curves(off_policy, tmp_path):
     config = off_policy.with_overrides({"optim.total_steps": 4, "checkpoint.every_n_steps": 2})
-    straight = Recorder()
-    assert run(config, out_dir=tmp_path / "a", sinks=[straight]).status == "succeeded"
-    first = Recorder(stop_after=2)
-    assert run(config, out_dir=tmp_path / "b", sinks=[first, JsonlSink(tmp_path / "b")]).status == "cancelled"
-    pending = ckpt.load_pending(tmp_path / "b" / "checkpoints" / "step_000002")
-    assert pending is not None and pending["step"] == 3 and pending["version"] == 1
-    second = Recorder()
-    result = run(config, out_dir=tmp_path / "b", sinks=[second, JsonlSink(tmp_path / "b")], resume=True)
-    assert result.status == "succeeded", result.error
+
+    def the_next_batch_is_saved():
+        pending = ckpt.load_pending(tmp_path / "b" / "checkpoints" / "step_000002")
+        assert pending is not None and pending["step"] == 3 and pending["version"] == 1
+
+    straight, second = straight_and_resumed(config, tmp_path, stop_after=2, between=the_next_batch_is_saved)
     assert [r.step for r in second.reports] == [3, 4]
     for want, got in zip(straight.reports[2:], second.reports, strict=True):
         assert got.metrics["rollout/staleness"] == 1.0

@@ -15,11 +15,9 @@ import pytest
 
 from dapo import reward
 from dapo.backends import LocalBackend
-from dapo.runner import run
 from dapo.sampling import GroupBatchFiller, RoundSizer
-from dapo.sinks import JsonlSink
 from dapo.trainer import Trainer
-from tests.dapo.test_trainer import LengthParityReward, Recorder
+from tests.dapo.test_trainer import LengthParityReward, Recorder, straight_and_resumed
 
 
 def test_with_no_history_a_round_asks_for_exactly_what_is_missing():
@@ -159,13 +157,7 @@ def test_fixed_rounds_are_unchanged_when_the_option_is_off(tiny_config, tmp_path
 
 def test_a_resumed_run_sizes_its_rounds_as_the_uninterrupted_one(sized, tmp_path):
     config = sized.with_overrides({"optim.total_steps": 4, "checkpoint.every_n_steps": 2})
-    straight = Recorder()
-    assert run(config, out_dir=tmp_path / "a", sinks=[straight]).status == "succeeded"
-    first = Recorder(stop_after=2)
-    assert run(config, out_dir=tmp_path / "b", sinks=[first, JsonlSink(tmp_path / "b")]).status == "cancelled"
-    second = Recorder()
-    result = run(config, out_dir=tmp_path / "b", sinks=[second, JsonlSink(tmp_path / "b")], resume=True)
-    assert result.status == "succeeded", result.error
+    straight, second = straight_and_resumed(config, tmp_path, stop_after=2)
     for want, got in zip(straight.reports[2:], second.reports, strict=True):
         for name in ("train/num_prompts_generated", "train/num_gen_batches", "critic/score/mean"):
             assert got.metrics[name] == want.metrics[name], name

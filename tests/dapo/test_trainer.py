@@ -44,6 +44,22 @@ class Recorder(Sink):
         return self.stop_after is not None and len(self.reports) >= self.stop_after
 
 
+def straight_and_resumed(config, tmp_path, stop_after: int, between=None):
+    """The run straight through (in tmp_path/a), and the same run stopped after ``stop_after`` steps then
+    resumed from its checkpoint (in tmp_path/b), calling ``between()`` before the resume: the Recorders of
+    the straight run and of the resumed part."""
+    straight = Recorder()
+    assert run(config, out_dir=tmp_path / "a", sinks=[straight]).status == "succeeded"
+    first = Recorder(stop_after=stop_after)
+    assert run(config, out_dir=tmp_path / "b", sinks=[first, JsonlSink(tmp_path / "b")]).status == "cancelled"
+    if between is not None:
+        between()
+    second = Recorder()
+    result = run(config, out_dir=tmp_path / "b", sinks=[second, JsonlSink(tmp_path / "b")], resume=True)
+    assert result.status == "succeeded", result.error
+    return straight, second
+
+
 def weights(path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
