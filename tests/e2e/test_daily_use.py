@@ -102,6 +102,9 @@ def test_clone_preset_undo_stale_note_and_live_log(alice, queued, tmp_path, chro
         expect(page.locator("#live-indicator")).to_have_text("live")
         _off_loop(lambda: (run.finish("cancelled", worker_id="w"), publish(run.pk, status_event(run))))
         expect(page.locator("#run-status")).to_have_text("cancelled")
+        # an ended run streams nothing more: the indicator says connected, not live
+        expect(page.locator("#live-indicator")).to_have_text("connected")
+        expect(page.locator("#live-indicator")).to_have_attribute("data-state", "idle")
         expect(page.locator(".messages .status-note")).to_have_count(0)
         # the health panel's (empty) warning list is not one of those notes: a step that comes after the
         # status change still draws the panel (it used to find the list gone: a script error)
