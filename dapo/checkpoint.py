@@ -20,9 +20,12 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from dapo.config import RunConfig
+
+if TYPE_CHECKING:  # dapo.sampling imports torch, which this module loads only to save or load
+    from dapo.sampling import RoundSizer
 
 PREFIX = "step_"
 
@@ -97,7 +100,7 @@ def save(
     stream: Any,
     config: RunConfig,
     *,
-    round_sizer: Any = None,
+    round_sizer: RoundSizer | None = None,
     save_optimizer: bool = True,
     keep_last: int = 0,
     pending: dict[str, Any] | None = None,
@@ -148,7 +151,7 @@ def _write_durably(path: Path, fill: Callable[[IO[bytes]], Any]) -> None:
         os.fsync(f.fileno())
 
 
-def load(path: Path, backend: Any, stream: Any, round_sizer: Any = None) -> int:
+def load(path: Path, backend: Any, stream: Any, round_sizer: RoundSizer | None = None) -> int:
     """Restore a checkpoint into the backend, the data stream and (when both the run and the checkpoint
     have one) the round sizer of dynamic sampling; returns its step."""
     import torch

@@ -141,12 +141,15 @@ class GroupBatchFiller(Generic[T]):
         return self.num_kept >= self.train_batch_size
 
     @property
+    def _rounds_used_up(self) -> bool:
+        return self.max_num_gen_batches > 0 and self._num_rounds >= self.max_num_gen_batches
+
+    @property
     def limit_hit(self) -> bool:
         """True when the round (or group) limit is reached with fewer than ``train_batch_size`` groups
         kept."""
-        limited = self.max_num_gen_batches > 0 and self._num_rounds >= self.max_num_gen_batches
-        limited |= self.max_num_groups > 0 and self._num_generated >= self.max_num_groups
-        return limited and not self.done
+        groups_used_up = self.max_num_groups > 0 and self._num_generated >= self.max_num_groups
+        return (self._rounds_used_up or groups_used_up) and not self.done
 
     @property
     def may_generate_more(self) -> bool:
@@ -168,7 +171,7 @@ class GroupBatchFiller(Generic[T]):
         if self.limit_hit:
             limit = (
                 f"max_num_gen_batches={self.max_num_gen_batches}"
-                if self.max_num_gen_batches > 0 and self._num_rounds >= self.max_num_gen_batches
+                if self._rounds_used_up
                 else f"{self.max_num_groups} groups, max_num_gen_batches x gen_batch_size"
             )
             logger.warning(

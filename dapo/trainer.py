@@ -107,7 +107,8 @@ class Trainer:
         self.val_prompts = encode_prompts(self.tokenizer, self.val_problems, c.data.max_prompt_length)
         self.stream = ProblemStream(len(self.train_problems), seed=c.seed, shuffle=c.data.shuffle)
         self.advantage_fn = get_advantage_estimator(c.algorithm.advantage_estimator)
-        self.round_sizer = RoundSizer(c.data.gen_batch_size) if c.algorithm.adaptive_gen_batch else None
+        sized = c.algorithm.adaptive_gen_batch and c.algorithm.dynamic_sampling  # rounds exist only then
+        self.round_sizer = RoundSizer(c.data.gen_batch_size) if sized else None
         path = Path(self.resume_from) if self.resume_from else None
         if path is None and self.resume:
             path = ckpt.latest(self.out_dir)
@@ -249,7 +250,7 @@ class Trainer:
         replay = list(rounds or [])
         G = c.rollout.n
         limit = a.max_num_gen_batches if a.dynamic_sampling else 1
-        sizer = self.round_sizer if a.dynamic_sampling else None
+        sizer = self.round_sizer
         if sizer is None:
             filler: GroupBatchFiller[Rollout] = GroupBatchFiller(c.data.train_batch_size, G, limit)
         else:  # sized rounds: the limit counts prompts, as many as `limit` full rounds would draw
