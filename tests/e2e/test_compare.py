@@ -170,6 +170,8 @@ def test_two_real_runs_compared_side_by_side(live_stack, demo, alice, chromium_p
 
         # 2b. grouped (both runs have no group: one group of two): a min..max band around the mean line
         page.select_option("#group-by", "group")
+        # the redraw is asynchronous: wait for it before reading the traces
+        page.wait_for_function(f"(m) => ({traces})(m) === 3", arg=metric)
         band = page.evaluate(
             "(m) => document.querySelector(`.chart[data-metric='${m}']`).data.map((t) => [t.meta.kind, t.y])",
             metric,
@@ -188,8 +190,11 @@ def test_two_real_runs_compared_side_by_side(live_stack, demo, alice, chromium_p
         assert keys == ["optim.lr", "seed"]
 
         # 4. x by wall time and by generated tokens: increasing, from 0
+        line_xs = "(m) => JSON.stringify(document.querySelector(`.chart[data-metric='${m}']`).data.map((t) => t.x))"
         for axis in ("wall", "tokens"):
+            before = page.evaluate(line_xs, metric)
             page.select_option("#x-axis", axis)
+            page.wait_for_function(f"([m, b]) => ({line_xs})(m) !== b", arg=[metric, before])  # redrawn
             xs = {t["run"]: t["x"] for t in line_traces(page, metric)}
             for i in ids:
                 assert all(a is not None and a < b for a, b in zip(xs[i], xs[i][1:], strict=False)), (
