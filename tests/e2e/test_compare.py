@@ -183,6 +183,7 @@ def test_two_real_runs_compared_side_by_side(live_stack, demo, alice, chromium_p
         assert band[2][1] == pytest.approx([sum(v) / 2 for v in zip(*curves, strict=True)])
         page.screenshot(path=str(ARTIFACTS / "compare-2b-band.png"))
         page.select_option("#group-by", "none")
+        page.wait_for_function(f"(m) => ({traces})(m) === 4", arg=metric)  # ungrouped again: lines + raw
         page.screenshot(path=str(ARTIFACTS / "compare-2-charts.png"), full_page=True)
 
         # 3. the config diff shows exactly the keys that differ
@@ -190,7 +191,9 @@ def test_two_real_runs_compared_side_by_side(live_stack, demo, alice, chromium_p
         assert keys == ["optim.lr", "seed"]
 
         # 4. x by wall time and by generated tokens: increasing, from 0
-        line_xs = "(m) => JSON.stringify(document.querySelector(`.chart[data-metric='${m}']`).data.map((t) => t.x))"
+        line_xs = (
+            "(m) => JSON.stringify(document.querySelector(`.chart[data-metric='${m}']`).data.map((t) => t.x))"
+        )
         for axis in ("wall", "tokens"):
             before = page.evaluate(line_xs, metric)
             page.select_option("#x-axis", axis)
