@@ -28,8 +28,10 @@ RUN set -eux; \
     fi
 
 COPY . .
-# Static files are part of the image (whitenoise serves them); DEBUG's defaults suffice to collect them.
-RUN python manage.py collectstatic --noinput \
+# Static files are part of the image (whitenoise serves them). Collecting needs a secret key: a throwaway
+# one, else the settings would generate one into /var/lib/dapo and bake it into the image.
+RUN DJANGO_SECRET_KEY=collectstatic-at-build-time-only-never-a-site-key \
+    python manage.py collectstatic --noinput \
     && useradd --create-home --uid 1000 dapo \
     && mkdir -p /var/lib/dapo \
     && chown -R dapo /var/lib/dapo

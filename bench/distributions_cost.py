@@ -1,4 +1,4 @@
-"""What recording a step's distributions costs (dapo.distributions), at the sizes of a real step.
+"""What recording a step's distributions costs (dapo.loop.distributions), at the sizes of a real step.
 
 A step of ``--samples`` responses of ``--tokens`` tokens each (the paper's 512 x up to 20k; the default is
 512 x 2,048 = 1M tokens): the learner's ratio sketch over every trained token (``ratio_sketch``) and the
@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dapo.distributions import ratio_sketch, step_distributions  # noqa: E402
+from dapo.loop.distributions import ratio_sketch, step_distributions  # noqa: E402
 
 
 def timed(fn, repeat: int) -> float:

@@ -1,11 +1,11 @@
-"""Peak memory of exporting a checkpoint: ``dapo.export`` against the plain way, side by side.
+"""Peak memory of exporting a checkpoint: ``dapo.learner.export`` against the plain way, side by side.
 
 Builds a random Qwen2-shaped model (no download; ``--hidden``/``--layers`` set its size), saves it as the
 base model, and writes a checkpoint in the trainer's format (``state.pt`` with the model state dict and an
 AdamW state of two fp32 moments per parameter, as a run saves it). Then, each in a fresh subprocess so
 that the peak resident set size (``ru_maxrss``) is its own:
 
-- ``dapo.export``: the model built on the meta device, the checkpoint memory-mapped and assigned;
+- ``dapo.learner.export``: the model built on the meta device, the checkpoint memory-mapped and assigned;
 - plain: ``torch.load`` of the whole checkpoint, ``from_pretrained`` of the base model, ``load_state_dict``,
   ``save_pretrained`` (what one writes without thinking about memory).
 
@@ -43,7 +43,7 @@ def build(root: Path, hidden: int, layers: int) -> tuple[Path, Path, int]:
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    from dapo.demo import build_tokenizer
+    from dapo.data.demo import build_tokenizer
 
     config = Qwen2Config(
         hidden_size=hidden,
@@ -82,18 +82,18 @@ def main() -> None:
         size = (run / "checkpoints" / "step_000001" / "state.pt").stat().st_size / 2**20
         print(f"{n:,} parameters ({n * 4 / 2**20:.0f} MB fp32); state.pt {size:.0f} MB with the AdamW state")
         results = {}
-        for name in ("dapo.export", "plain"):
+        for name in ("dapo.learner.export", "plain"):
             out = root / f"out-{name}"
-            if name == "dapo.export":
-                cmd = [sys.executable, "-m", "dapo.export", str(run), "--out", str(out)]
+            if name == "dapo.learner.export":
+                cmd = [sys.executable, "-m", "dapo.learner.export", str(run), "--out", str(out)]
             else:
                 cmd = [sys.executable, "-c", PLAIN, str(run), str(base), str(out)]
             results[name] = _isolated(cmd)
         for name, (mb, wall) in results.items():
             print(f"{name:12s} peak RSS {mb:7.0f} MB   {wall:5.1f} s")
-        ratio = results["plain"][0] / results["dapo.export"][0]
-        print(f"plain / dapo.export peak RSS = {ratio:.2f}")
-        _same_weights(root / "out-dapo.export", root / "out-plain")
+        ratio = results["plain"][0] / results["dapo.learner.export"][0]
+        print(f"plain / dapo.learner.export peak RSS = {ratio:.2f}")
+        _same_weights(root / "out-dapo.learner.export", root / "out-plain")
 
 
 def _isolated(cmd: list[str]) -> tuple[float, float]:

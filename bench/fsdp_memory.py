@@ -2,9 +2,9 @@
 
 Builds a random Qwen2-shaped causal LM from a config (no download; ``--hidden``/``--layers``/``--vocab``
 set its size, untied LM head), then for each strategy spawns ``--ranks`` gloo processes that wrap it the
-way a learner does (``DistributedDataParallel``, or ``dapo.fsdp.shard_model``: one FSDP2 unit per
+way a learner does (``DistributedDataParallel``, or ``dapo.learner.fsdp.shard_model``: one FSDP2 unit per
 decoder layer, then the root), run one forward, backward and AdamW step on a random batch, and count the
-bytes each rank holds (``dapo.fsdp.learner_state_bytes``: a DTensor counts its local shard only). Also
+bytes each rank holds (``dapo.learner.fsdp.learner_state_bytes``: a DTensor counts its local shard only). Also
 the rank's peak resident set size (``ru_maxrss``), which includes torch itself and the activations.
 
     .venv/bin/python bench/fsdp_memory.py --hidden 512 --layers 8 --vocab 16000
@@ -46,7 +46,7 @@ def rank_main(rank: int, args: argparse.Namespace, strategy: str, port: int, out
     import torch
     import torch.distributed as dist
 
-    from dapo.fsdp import learner_state_bytes, shard_model
+    from dapo.learner.fsdp import learner_state_bytes, shard_model
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -82,7 +82,7 @@ def main() -> None:
 
     import torch.multiprocessing as mp
 
-    from dapo.ray_cluster import free_port
+    from dapo.cluster.ray_cluster import free_port
 
     with tempfile.TemporaryDirectory() as out:
         for strategy in ("ddp", "fsdp"):

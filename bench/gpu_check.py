@@ -11,73 +11,15 @@ with one line on stderr: "FAIL <step>: <reason>".
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+from gpu_common import REAL_SHAPE, SMALL_SHAPE, TINY_SHAPE, build_model, problems_file, result
 
-def llama_shape(hidden: int, mlp: int, layers: int, heads: int, kv_heads: int, vocab: int) -> dict[str, int]:
-    return dict(
-        hidden_size=hidden,
-        intermediate_size=mlp,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        vocab_size=vocab,
-        max_position_embeddings=4096,
-    )
-
-
-# Qwen2.5-0.5B's shape (hidden 896, 24 layers, 14 query / 2 KV heads, MLP 4864, vocabulary 151,936, tied
-# embeddings: 494M parameters), as a Llama: a qwen2 folder would make transformers load its own tokenizer
-# class over the demo's character tokenizer. Random weights, bf16, built here: nothing is downloaded.
-REAL_SHAPE = llama_shape(896, 4864, 24, 14, 2, 151_936)
-SMALL_SHAPE = llama_shape(512, 1408, 8, 8, 8, 103)  # 25M parameters, the demo tokenizer's vocabulary
-TINY_SHAPE = llama_shape(64, 128, 2, 2, 1, 4096)
 # Dense bf16 tensor-core peak, FLOP/s, by device name (for MFU); other devices print no MFU.
 PEAK_BF16 = {"H200": 989e12, "H100 PCIe": 756e12, "H100": 989e12, "H800": 989e12, "A100": 312e12}
-
-
-def result(**figures: Any) -> None:
-    print("RESULT " + json.dumps(figures), flush=True)
-
-
-def build_model(out: Path, shape: dict, name: str) -> tuple[Path, int]:
-    """A random LlamaForCausalLM of `shape` with the demo tokenizer, saved in bf16; (folder, parameters)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from dapo.demo import build_tokenizer
-
-    folder = out / name
-    tok = build_tokenizer()
-    cfg = LlamaConfig(
-        **shape,
-        tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        dtype="bfloat16",
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(cfg).to(torch.bfloat16)
-    params = sum(p.numel() for p in model.parameters())
-    if not (folder / "config.json").is_file():
-        model.save_pretrained(folder)
-        tok.save_pretrained(folder)
-    return folder, params
-
-
-def problems_file(out: Path) -> Path:
-    from dapo.data import write_parquet
-    from dapo.demo import make_arithmetic_problems
-
-    path = out / "train.parquet"
-    if not path.is_file():
-        write_parquet(make_arithmetic_problems(256, seed=1), path)
-    return path
 
 
 class GpuMemory:
@@ -168,7 +110,9 @@ def train(
     max_new: int,
     **execution: Any,
 ) -> list[dict]:
-    from dapo.config import (
+    from dapo.loop.report import Sink
+    from dapo.loop.trainer import Trainer
+    from dapo.runconfig import (
         AlgorithmConfig,
         CheckpointConfig,
         DataConfig,
@@ -179,8 +123,6 @@ def train(
         RunConfig,
         ValidationConfig,
     )
-    from dapo.report import Sink
-    from dapo.trainer import Trainer
 
     gpu = mode == "gpu"
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpu_check import REAL_SHAPE, TINY_SHAPE, build_model, problems_file, result
+from gpu_common import REAL_SHAPE, TINY_SHAPE, build_model, problems_file, result
 
 
 def engines(mode: str, out: Path) -> None:
@@ -22,8 +22,8 @@ def engines(mode: str, out: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from dapo.data import encode_prompts, load_problems
-    from dapo.demo import build_tokenizer
+    from dapo.data.demo import build_tokenizer
+    from dapo.data.problems import encode_prompts, load_problems
     from dapo.rollout import SamplingParams, create_engine
 
     gpu = mode == "gpu"

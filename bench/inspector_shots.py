@@ -1,4 +1,4 @@
-"""The README's inspector screenshots, from a real training run of the demo model.
+"""The inspector screenshots of docs/tour.md, from a real training run of the demo model.
 
     .venv/bin/python bench/inspector_shots.py [--steps 8] [--out docs]
 
@@ -41,7 +41,7 @@ def train(steps: int) -> Any:
     from django.contrib.auth import get_user_model
     from runs.models import Run, Status
 
-    from dapo.presets import get_preset
+    from dapo.runconfig.presets import get_preset
     from worker.tasks import launch_run
 
     user = get_user_model().objects.create_user(USER, password=PASSWORD)

@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = """
 import json, sys, time
 sys.path.insert(0, {root!r})
-from dapo.presets import get_preset
-from dapo.report import Sink
-from dapo.runner import run
+from dapo.runconfig.presets import get_preset
+from dapo.loop.report import Sink
+from dapo.loop.runner import run
 
 class Budget(Sink):
     def __init__(self, seconds):

@@ -6,14 +6,14 @@ hide another): it builds the model and batch, reads the peak RSS (``ru_maxrss``)
 ``response_logprobs(with_entropy=True)`` under no_grad (the old-log-prob pass) or with grad and a backward
 (the update), and reports how much the peak grew and how long the call took.
 
-``full`` is the full-logits computation (``dapo.modeling.full_logits_logprobs``, the implementation before
-the chunked one); ``chunked`` is ``dapo.modeling.response_logprobs``.
+``full`` is the full-logits computation (``dapo.learner.modeling.full_logits_logprobs``, the implementation
+before the chunked one); ``chunked`` is ``dapo.learner.modeling.response_logprobs``.
 
 Then the demo's shape (the ``tiny_cpu`` model, 64 sequences x (20 prompt + 8..48 response) tokens), time
 only, both paths alternating in one process, to check the small-vocabulary path did not get slower.
 
-Last, the padding of token-budget micro-batches (``dapo.microbatch``, no model): a mini-batch of 512 rows
-(32 prompts x 16 samples) with the paper's lengths (prompts 50-400 tokens, responses long-tailed up to
+Last, the padding of token-budget micro-batches (``dapo.learner.microbatch``, no model): a mini-batch of 512
+rows (32 prompts x 16 samples) with the paper's lengths (prompts 50-400 tokens, responses long-tailed up to
 20,480: exponential with mean 4,000, capped), cut into 16-row micro-batches or by a budget of
 2 x (2,048 + 20,480) tokens: padded share of the slots, number of passes, slots computed.
 
@@ -44,7 +44,7 @@ def peak_rss_gb() -> float:
 
 
 def logprob_fn(path: str, chunk: int):
-    from dapo.modeling import full_logits_logprobs, response_logprobs
+    from dapo.learner.modeling import full_logits_logprobs, response_logprobs
 
     if path == "full":
         return lambda m, b: full_logits_logprobs(m, b, with_entropy=True)
@@ -56,7 +56,7 @@ def measure_one(path: str, grad: bool, chunk: int) -> dict[str, float]:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from dapo.modeling import pack
+    from dapo.learner.modeling import pack
 
     config = Qwen2Config(
         vocab_size=VOCAB,
@@ -88,8 +88,8 @@ def demo_times(rounds: int, chunk: int) -> dict[str, float]:
     """Median seconds per call at the demo's shape, both paths alternating (grad + backward, no_grad)."""
     import torch
 
-    from dapo.demo import build_model, build_tokenizer
-    from dapo.modeling import pack
+    from dapo.data.demo import build_model, build_tokenizer
+    from dapo.learner.modeling import pack
 
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, seed=0)
@@ -120,7 +120,7 @@ def padding_comparison(seed: int = 0) -> dict[str, tuple[float, int, int]]:
     """{plan: (padding fraction, passes, token slots)} of one long-tailed mini-batch (module docstring)."""
     import random
 
-    from dapo.microbatch import PaddingCount, plan_micro_batches
+    from dapo.learner.microbatch import PaddingCount, plan_micro_batches
 
     rng = random.Random(seed)
     prompts = [p for p in (rng.randint(50, 400) for _ in range(32)) for _ in range(16)]

@@ -1,11 +1,16 @@
 """Load time of a run's live page for a run of 2,000 steps × 40 metrics, in headless chromium.
 
     .venv/bin/python bench/page_load.py [--steps 2000] [--metrics 40] [--loads 10]
+    .venv/bin/python bench/page_load.py --cold 5 --collected --throttle-mbps 20   # first visits
 
 Builds a throwaway database (SQLite under a temp dir), fills one run, starts daphne on a free port, logs
-in with Playwright (Debian's chromium) and loads /runs/<id>/ several times. Reports, per load: the
-server's response time, DOMContentLoaded, and "charts ready" (the page's mark once the health charts
-and the charts in view are drawn). Also the helpers of bench/ws_latency.py.
+in with Playwright (Debian's chromium, or $DAPO_CHROMIUM) and loads /runs/<id>/ several times. Reports, per
+load: the server's response time, DOMContentLoaded, and "charts ready" (the page's mark once the health
+charts and the charts in view are drawn). ``--cold N`` adds N first visits, each in a new browser context
+(the session cookie, an empty cache): the bytes on the wire for the HTML and for everything, and the
+times. ``--collected`` serves static files as ``make demo`` and the image do (collectstatic: fingerprinted,
+gzipped, cached for good); ``--throttle-mbps`` limits the link (40 ms latency), as a remote user's.
+Also the helpers of bench/ws_latency.py.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("DAPO_CHROMIUM") or "/usr/bin/chromium"  # another build: its path
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -87,8 +92,8 @@ def make_run(steps: int, metrics: int, samples: int = 128) -> Any:
     from django.contrib.auth import get_user_model
     from runs.models import MetricPoint, Run, Status
 
-    from dapo.presets import get_preset
-    from dapo.report import StepReport
+    from dapo.loop.report import StepReport
+    from dapo.runconfig.presets import get_preset
 
     sys.path.insert(0, str(REPO))
     from tests.platform.support import sample
@@ -148,6 +153,36 @@ def measure(page: Any, url: str) -> dict[str, float]:
     )
 
 
+def cold_load(browser: Any, state: Any, url: str, mbps: float) -> dict[str, float]:
+    """One first visit: a new context with only the session cookie (nothing cached), the link throttled
+    to ``mbps`` when set; the figures of ``measure`` plus the bytes of every response."""
+    context = browser.new_context(storage_state=state, viewport={"width": 1440, "height": 900})
+    context.add_init_script('localStorage.setItem("dapo.bench", "1")')
+    page = context.new_page()
+    if mbps:
+        cdp = context.new_cdp_session(page)
+        cdp.send("Network.enable")
+        rate = mbps * 1e6 / 8
+        conditions = {"offline": False, "latency": 40, "downloadThroughput": rate, "uploadThroughput": rate}
+        cdp.send("Network.emulateNetworkConditions", conditions)
+    result = measure(page, url)
+    result["total_kb"] = page.evaluate(
+        """() => performance.getEntriesByType('resource').concat(performance.getEntriesByType('navigation'))
+                 .reduce((sum, e) => sum + e.transferSize, 0) / 1024"""
+    )
+    context.close()
+    return result
+
+
+def collect_static(env: dict[str, str], var: Path) -> dict[str, str]:
+    """collectstatic into ``var``/static; the environment daphne then serves the hashed, gzipped copies in."""
+    env = {**env, "DJANGO_STATIC_ROOT": str(var / "static"), "DAPO_STATIC_HASHED": "1"}
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=REPO, env=env, check=True
+    )
+    return env
+
+
 def shoot(page: Any, base: str, run_id: int, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name, url in (("run", f"/runs/{run_id}/"), ("list", "/runs/"), ("new", "/runs/new/")):
@@ -165,6 +200,9 @@ def main() -> None:
     parser.add_argument("--metrics", type=int, default=40)
     parser.add_argument("--loads", type=int, default=10)
     parser.add_argument("--screenshots", type=Path, help="save screenshots of the pages into this folder")
+    parser.add_argument("--cold", type=int, default=0, help="first visits to measure, each with no cache")
+    parser.add_argument("--collected", action="store_true", help="serve collected static files (make demo)")
+    parser.add_argument("--throttle-mbps", type=float, default=0.0, help="limit the cold loads' link")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -172,6 +210,8 @@ def main() -> None:
         var = Path(tmp)
         env = setup_django(var)
         run = make_run(args.steps, args.metrics)
+        if args.collected:
+            env = collect_static(env, var)
         proc, port = start_daphne(env, var / "daphne.log")
         base = f"http://127.0.0.1:{port}"
         try:
@@ -181,6 +221,9 @@ def main() -> None:
                 page.add_init_script('localStorage.setItem("dapo.bench", "1")')  # timing hooks, opt-in
                 login(page, base, "bench", "bench-pass-123")
                 results = [measure(page, f"{base}/runs/{run.pk}/") for _ in range(args.loads + 1)][1:]
+                state = page.context.storage_state()
+                url = f"{base}/runs/{run.pk}/"
+                cold = [cold_load(browser, state, url, args.throttle_mbps) for _ in range(args.cold)]
                 if args.screenshots:
                     shoot(page, base, run.pk, args.screenshots)
                 browser.close()
@@ -192,6 +235,16 @@ def main() -> None:
         values = sorted(r[key] for r in results)
         print(f"  {key:12s} median {statistics.median(values):7.0f} ms   max {values[-1]:7.0f} ms")
     print(f"  html        {results[0]['html_kb']:.0f} KiB transferred")
+    if cold:
+        link = f"{args.throttle_mbps:g} Mbit/s, 40 ms" if args.throttle_mbps else "unthrottled"
+        static = "collected" if args.collected else "plain"
+        print(
+            f"{len(cold)} cold loads ({link}; static files {static}), load average {os.getloadavg()[0]:.1f}"
+        )
+        for key in ("dcl_ms", "ready_ms"):
+            values = sorted(r[key] for r in cold)
+            print(f"  {key:12s} median {statistics.median(values):7.0f} ms   max {values[-1]:7.0f} ms")
+        print(f"  html        {cold[0]['html_kb']:.0f} KiB, all {cold[0]['total_kb']:.0f} KiB transferred")
 
 
 if __name__ == "__main__":

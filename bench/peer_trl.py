@@ -11,8 +11,9 @@ for both trainers). The model: a character-level
 Llama (hidden 160, 4 layers, 5 heads) pre-trained briefly on worked sums, a third of them with one step
 off, so that its sampled accuracy sits between 0 and 1 and both trainers have room to raise it.
 
-TRL is a benchmark-only dependency, pinned in bench/requirements-peer.txt, installed into its own venv
-that reuses this project's torch and transformers (never into .venv nor the project's locks):
+TRL is pinned in bench/requirements-peer.txt for this benchmark, installed into its own venv that reuses
+this project's torch and transformers; without that venv the TRL side runs from .venv, whose dev lock pins
+the same trl for the TRL integration's test (the runtime lock never holds it):
 
     python3.11 -m venv var/peer-venv
     echo "$PWD/.venv/lib/python3.11/site-packages" > var/peer-venv/lib/python3.11/site-packages/zz_main.pth
@@ -23,12 +24,16 @@ Settings shared by both (the issue's): 8 prompts x 8 samples a step, at most 32 
 constant, AdamW with no weight decay, grad clip 1, clip 0.2 / 0.28, token-mean loss, no KL, truncated
 samples masked from the loss (TRL ``mask_truncated_completions``, our overlong filtering), seed 42. Ours
 adds dynamic sampling (its rounds count as generated samples); TRL trains on every group.
+
+It is longer than 400 lines because both trainers' setups must be read side by side to see that they
+are the same task.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import subprocess
@@ -66,7 +71,7 @@ def worked(number: int, rng: random.Random | None = None, noise: float = 0.0) ->
 
 
 def problem(index: int, number: int) -> Any:
-    from dapo.data import Problem
+    from dapo.data.problems import Problem
 
     text = f"What is the digit sum of {number}?"
     return Problem(
@@ -110,7 +115,7 @@ def build(out: Path, steps: int) -> dict:
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    from dapo.data import render_prompt, write_parquet
+    from dapo.data.problems import render_prompt, write_parquet
 
     torch.set_num_threads(1)
     tok = build_tokenizer()
@@ -180,7 +185,7 @@ def build(out: Path, steps: int) -> dict:
 def our_config(assets: Path, overrides: dict[str, Any] | None = None) -> Any:
     """Our trainer's settings for the task; ``overrides`` (``--ours-set``) on top, e.g. one-step
     off-policy generation."""
-    from dapo.presets import get_preset
+    from dapo.runconfig.presets import get_preset
 
     return get_preset("tiny_cpu").with_overrides(
         {
@@ -223,9 +228,9 @@ def barrier(which: str, planned: float) -> tuple[float, float]:
 
 
 def run_ours(assets: Path, out: Path, start: float, budget: float, overrides: dict[str, Any]) -> dict:
-    from dapo.backends import LocalBackend
-    from dapo.report import Sink
-    from dapo.trainer import Trainer
+    from dapo.cluster.backends import LocalBackend
+    from dapo.loop.report import Sink
+    from dapo.loop.trainer import Trainer
 
     config = our_config(assets, overrides)
     backend = LocalBackend(config)
@@ -234,15 +239,21 @@ def run_ours(assets: Path, out: Path, start: float, budget: float, overrides: di
         def __init__(self) -> None:
             self.steps, self.trained, self.generated, self.last = 0, 0.0, 0.0, start
             self.phases: dict[str, float] = {}
+            self.ends: list[float] = []
+            self.per_step: list[dict[str, float]] = []
 
         def on_step(self, report: Any) -> None:
             m = report.metrics
             self.steps, self.last = self.steps + 1, time.time()
+            self.ends.append(self.last)
             self.trained += m.get("train/num_samples_trained", 0.0)
             self.generated += m.get("train/num_prompts_generated", 0.0) * GROUP
             for k, v in m.items():
                 if k.startswith("timing_s/"):
                     self.phases[k] = self.phases.get(k, 0.0) + v
+            kept = {k[len("timing_s/") :]: v for k, v in m.items() if k.startswith("timing_s/")}
+            kept["rounds"] = m.get("train/num_gen_batches", 0.0)
+            self.per_step.append(kept)
 
         def should_stop(self) -> bool:
             return time.time() > start + budget
@@ -261,6 +272,8 @@ def run_ours(assets: Path, out: Path, start: float, budget: float, overrides: di
         "wall": wall,
         "phases": phases,
         "late": late,
+        "ends": [t - start for t in sink.ends],
+        "per_step": sink.per_step,
     }
 
 
@@ -270,9 +283,9 @@ def run_trl(assets: Path, out: Path, start: float, budget: float) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from dapo.config import DataConfig
-    from dapo.data import load_problems
+    from dapo.data.problems import load_problems
     from dapo.rewards import build_reward
+    from dapo.runconfig import DataConfig
 
     torch.set_num_threads(1)
     scorer = build_reward(DataConfig())
@@ -285,9 +298,11 @@ def run_trl(assets: Path, out: Path, start: float, budget: float) -> dict:
 
     class Budget(TrainerCallback):
         last = start
+        ends: list[float] = []
 
         def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
             Budget.last = time.time()
+            Budget.ends.append(Budget.last)
             if time.time() > start + budget:
                 control.should_training_stop = True
 
@@ -342,6 +357,7 @@ def run_trl(assets: Path, out: Path, start: float, budget: float) -> dict:
         "generated": samples,
         "wall": Budget.last - start,
         "late": late,
+        "ends": [t - start for t in Budget.ends],
     }
 
 
@@ -353,9 +369,9 @@ def evaluate(model_dir: Path, assets: Path) -> dict[str, float]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from dapo.config import DataConfig
-    from dapo.data import encode_prompts, load_problems
+    from dapo.data.problems import encode_prompts, load_problems
     from dapo.rewards import build_reward
+    from dapo.runconfig import DataConfig
 
     torch.manual_seed(SEED)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
@@ -399,10 +415,10 @@ def profile(assets: Path, steps: int) -> None:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    import dapo.actor as actor_module
-    import dapo.trainer as trainer_module
-    from dapo.backends import LocalBackend
-    from dapo.trainer import Trainer
+    import dapo.learner.actor as actor_module
+    import dapo.loop.trainer as trainer_module
+    from dapo.cluster.backends import LocalBackend
+    from dapo.loop.trainer import Trainer
 
     torch.set_num_threads(1)
     config = our_config(assets)
@@ -437,8 +453,71 @@ def profile(assets: Path, steps: int) -> None:
 # ---- the side-by-side run ---------------------------------------------------------------------
 
 
+def quantiles(values: list[float]) -> tuple[float, float, float]:
+    """p50, p90 and max (nearest rank); zeros for an empty list."""
+    if not values:
+        return 0.0, 0.0, 0.0
+    ordered = sorted(values)
+
+    def rank(q: float) -> float:
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+    return rank(0.5), rank(0.9), ordered[-1]
+
+
+def tails(runs: dict[str, dict]) -> str:
+    """Where the wall time went: time to the first step, step-time p50/p90/max and the share of the wall
+    spent in steps slower than twice the median, for both; then our phases' p50/p90/max and our five
+    slowest steps with their phases and generation rounds."""
+    lines = ["| | TRL | ours |", "|---|---|---|"]
+    stats = {}
+    for which, run in runs.items():
+        ends = run.get("ends") or []
+        steps = [b - a for a, b in zip(ends, ends[1:], strict=False)]
+        p50, p90, top = quantiles(steps)
+        slow = sum(t for t in steps if t > 2 * p50)
+        stats[which] = (ends[0] if ends else 0.0, p50, p90, top, slow / max(run["wall"], 1e-9))
+    names = ("time to the first step (s)", "step p50 (s)", "step p90 (s)", "step max (s)")
+    for i, name in enumerate(names):
+        lines.append(f"| {name} | {stats['trl'][i]:.2f} | {stats['ours'][i]:.2f} |")
+    lines.append(f"| wall share in steps > 2x p50 | {stats['trl'][4]:.1%} | {stats['ours'][4]:.1%} |")
+    per_step = runs["ours"].get("per_step") or []
+    phases = sorted({k for row in per_step for k in row if k != "rounds"})
+    lines += ["", "| our phase (s) | p50 | p90 | max |", "|---|---|---|---|"]
+    for k in phases + ["rounds"]:
+        p50, p90, top = quantiles([row.get(k, 0.0) for row in per_step])
+        lines.append(f"| {k} | {p50:.3f} | {p90:.3f} | {top:.3f} |")
+    ends = runs["ours"].get("ends") or []
+    walls = [b - a for a, b in zip([0.0, *ends], ends, strict=False)]
+    slowest = sorted(range(1, len(walls)), key=walls.__getitem__, reverse=True)[:5]  # the first: above
+    lines.append("\nour slowest steps after the first (step: wall s, phases s, rounds):")
+    for i in sorted(slowest):
+        row = per_step[i] if i < len(per_step) else {}
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in sorted(row.items()) if k != "rounds" and v >= 0.05)
+        lines.append(f"  {i + 1}: {walls[i]:.2f} s ({shown}; rounds {row.get('rounds', 0):.0f})")
+    return "\n".join(lines)
+
+
+def busy(count: int) -> list[subprocess.Popen]:
+    """``count`` processes that spin on whatever core the OS gives them: a competing load."""
+    spin = "while True:\n    pass\n"
+    return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(count)]
+
+
+def peer_python() -> Path:
+    """The TRL side's Python: the peer venv when it exists, else this one when it has TRL (the dev lock
+    pins the same trl 1.16.0 since the TRL integration's test)."""
+    if PEER_PYTHON.is_file():
+        return PEER_PYTHON
+    import importlib.util
+
+    if importlib.util.find_spec("trl") is not None:
+        return Path(sys.executable)
+    sys.exit(f"{PEER_PYTHON} is missing and TRL is not installed: see this file's docstring")
+
+
 def child(which: str, core: int, start: float, budget: float, ours_set: list[str]) -> subprocess.Popen:
-    python = str(PEER_PYTHON if which == "trl" else Path(sys.executable))
+    python = str(peer_python() if which == "trl" else Path(sys.executable))
     cmd = [
         "taskset",
         "-c",
@@ -491,6 +570,13 @@ def main() -> int:
         help="the cores of ours and of TRL (default 0,1; swap them to "
         "see how much the cores' other load moves the ratio)",
     )
+    p.add_argument(
+        "--load",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N busy processes competing for the cores while both train (the same load for both)",
+    )
     args = p.parse_args()
     overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.ours_set)}
     OUT = args.out
@@ -506,8 +592,7 @@ def main() -> int:
             result = run_trl(assets, OUT / args.child, args.start, args.budget_s)
         print("RESULT " + json.dumps(result), flush=True)
         return 0
-    if not PEER_PYTHON.is_file():
-        sys.exit(f"{PEER_PYTHON} is missing: install the peer venv first (see this file's docstring)")
+    peer_python()  # refuses before minutes of set-up when TRL is nowhere
     OUT.mkdir(parents=True, exist_ok=True)
     info = build(assets, args.pretrain_steps)
     load = os.getloadavg()
@@ -517,14 +602,21 @@ def main() -> int:
     cores = [int(c) for c in args.cores.split(",")]
     pairs = zip(("ours", "trl"), cores, strict=True)
     procs = {w: child(w, core, start, args.budget_s, args.ours_set) for w, core in pairs}
-    runs = {w: result_of(proc, w) for w, proc in procs.items()}
+    competing = busy(args.load)
+    try:
+        runs = {w: result_of(proc, w) for w, proc in procs.items()}
+        end_load = os.getloadavg()[0]
+    finally:
+        for proc in competing:
+            proc.kill()
     acc = {w: evaluate(OUT / w / "final", assets) for w in runs}
     base_file = assets / "base_eval.json"  # the starting model's scores: the same in every run
     if not base_file.is_file():
         base_file.write_text(json.dumps(evaluate(assets / "model", assets)))
     base = json.loads(base_file.read_text())
-    end_load = os.getloadavg()[0]
-    print(f"\nours with {overrides or 'the defaults'}; cores ours/TRL {args.cores}")
+    print(
+        f"\nours with {overrides or 'the defaults'}; cores ours/TRL {args.cores}; {args.load} busy processes"
+    )
     print(
         f"model {info['params'] / 1e6:.2f}M parameters; budget {args.budget_s:.0f} s each; "
         f"load average at start {load[0]:.1f} / {load[1]:.1f}, at end {end_load:.1f}"
@@ -544,6 +636,7 @@ def main() -> int:
     )
     print("late at the start (s):", {w: round(r["late"], 1) for w, r in runs.items()})
     print("our mean seconds per step by phase:", json.dumps(runs["ours"]["phases"]))
+    print("\n" + tails(runs))
     (OUT / "result.json").write_text(
         json.dumps(
             {
@@ -554,6 +647,7 @@ def main() -> int:
                 "ours_set": overrides,
                 "cores": args.cores,
                 "load": [load[0], end_load],
+                "busy": args.load,
             },
             indent=1,
         )

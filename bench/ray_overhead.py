@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from dapo.config import RunConfig  # noqa: E402
-from dapo.report import Sink, StepReport  # noqa: E402
+from dapo.loop.report import Sink, StepReport  # noqa: E402
+from dapo.runconfig import RunConfig  # noqa: E402
 
 PHASES = ("gen", "reward", "old_log_prob", "update_actor")
 
@@ -51,7 +51,7 @@ def default_demo_dir() -> Path:
 
 def demo_config(demo_dir: Path, threads: int, steps: int) -> RunConfig:
     """tiny_cpu on the demo, no validation, one checkpoint (the last step's, whose time is excluded)."""
-    from dapo.presets import tiny_cpu
+    from dapo.runconfig.presets import tiny_cpu
 
     c = tiny_cpu()
     return replace(
@@ -74,7 +74,7 @@ def demo_config(demo_dir: Path, threads: int, steps: int) -> RunConfig:
 
 
 def run_round(config: RunConfig, backend: Any, out_dir: Path, warmup: int) -> list[dict[str, float]]:
-    from dapo.trainer import Trainer
+    from dapo.loop.trainer import Trainer
 
     sink = StepTimes()
     result = Trainer(config, out_dir, [sink], backend=backend).fit()
@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
 
-    from dapo.backends import LocalBackend
-    from dapo.demo import ensure_demo
-    from dapo.ray_backend import RayBackend
+    from dapo.cluster.backends import LocalBackend
+    from dapo.cluster.ray_backend import RayBackend
+    from dapo.data.demo import ensure_demo
 
     demo = ensure_demo(args.demo_dir).resolve()
     local_config = demo_config(demo, args.threads, args.warmup + args.steps)

@@ -76,7 +76,7 @@ def scenarios(tokenizer, vocab: int, num: int) -> list[Scenario]:
     """The demo's arithmetic prompts with its EOS when a tokenizer is there; else random prompts of
     20-40 tokens with 1 EOS id (an untrained model rarely stops) and with 5 (rows stop at mixed lengths)."""
     g = random.Random(0)
-    if tokenizer is not None:  # "Compute 12+7-3." as dapo.demo writes its problems
+    if tokenizer is not None:  # "Compute 12+7-3." as dapo.data.demo writes its problems
         texts = [f"Compute {g.randint(0, 99)}+{g.randint(0, 99)}-{g.randint(0, 99)}." for _ in range(num)]
         chat = [{"role": "user", "content": t} for t in texts]
         rendered = [
@@ -90,7 +90,7 @@ def scenarios(tokenizer, vocab: int, num: int) -> list[Scenario]:
 
 def problem_prompts(tokenizer, path: Path, num: int) -> list[Scenario]:
     """The first `num` problems of a dataset file, rendered and tokenised as training does."""
-    from dapo.data import encode_prompts, load_problems
+    from dapo.data.problems import encode_prompts, load_problems
 
     prompts = encode_prompts(tokenizer, load_problems(path, limit=num), max_prompt_length=1 << 20)
     return [(f"{path.stem} prompts", prompts, [int(tokenizer.eos_token_id)])]

@@ -140,7 +140,7 @@ def fill(samples: int, points: int) -> dict[str, list[int]]:
     from django.db import connection
     from runs.models import Run, Status
 
-    from dapo.presets import get_preset
+    from dapo.runconfig.presets import get_preset
 
     user = get_user_model().objects.create_user("bench", password="bench-pass-123")
     config = get_preset("tiny_cpu").to_dict()

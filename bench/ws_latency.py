@@ -27,7 +27,7 @@ written: dict[int, float] = {}
 
 def feed(sink: Any, args: argparse.Namespace, names: list[str], sent: dict[int, float]) -> None:
     """Play the trainer: one report per interval; ``sent`` gets when each on_step was called."""
-    from dapo.report import StepReport
+    from dapo.loop.report import StepReport
     from tests.platform.support import sample
 
     for step in range(1, args.steps + 1):
@@ -45,8 +45,8 @@ def bench_run(name: str, run_dir: str, steps: int) -> tuple[Any, Any]:
     from django.contrib.auth import get_user_model
     from runs.models import Run
 
-    from dapo.presets import get_preset
-    from dapo.report import RunInfo
+    from dapo.loop.report import RunInfo
+    from dapo.runconfig.presets import get_preset
     from worker.sink import PlatformSink
 
     user = get_user_model().objects.create_user("bench", password="bench-pass-123")

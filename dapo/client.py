@@ -15,6 +15,10 @@ alone if need be. Authentication is the token from ``/accounts/token/``::
 Every failed request raises an :class:`ApiError` (a subclass per status: :class:`BadRequest`,
 :class:`AuthenticationFailed`, :class:`PermissionDenied`, :class:`NotFound`, :class:`Conflict`) whose
 message is the API's own, field errors included; an unreachable server raises :class:`ServerUnreachable`.
+
+It is longer than 400 lines on purpose: one standard-library file that can be copied alone to any machine
+that reaches the server.
+The token goes only to the site's own origin: a redirect elsewhere is followed without it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 FINAL_STATUSES = ("succeeded", "failed", "cancelled")
@@ -111,6 +115,7 @@ class Client:
             )
         self.token = token
         self.timeout = timeout
+        self._opener = urllib.request.build_opener(_TokenRedirects)
 
     def __repr__(self) -> str:
         return f"Client({self.url!r})"
@@ -183,6 +188,14 @@ class Client:
         """Cancel: a queued run at once, a running one at its next step boundary ("outcome" says which)."""
         return self._request("POST", f"/api/runs/{_id(run_id)}/cancel/")
 
+    def bulk_runs(self, action: str, run_ids: Sequence[int]) -> dict[str, Any]:
+        """Cancel, archive, restore or delete several of your runs at once (``action``); the answer's
+        "done" maps each changed id to its outcome and "refused" each other id to why (a run shared with
+        you is never changed). Delete does not ask again."""
+        return self._request(
+            "POST", "/api/runs/bulk/", body={"action": action, "ids": [_id(i) for i in run_ids]}
+        )
+
     def resume_run(self, run_id: int) -> dict[str, Any]:
         """Resume a failed or cancelled run from its last checkpoint; Conflict says why when it cannot."""
         return self._request("POST", f"/api/runs/{_id(run_id)}/resume/")
@@ -219,6 +232,56 @@ class Client:
                 )
             time.sleep(interval)
 
+    # ---- external runs (trained by TRL or verl elsewhere; dapo.integrations) -------------------------
+
+    def create_external_run(
+        self,
+        name: str,
+        *,
+        source: str,
+        config: Mapping[str, Any] | None = None,
+        total_steps: int = 0,
+        tags: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """A running external run: ``source`` "trl" or "verl", ``config`` the trainer's own (stored as it
+        is), ``total_steps`` 0 when unknown. Cancel, fork, export and resume are refused for it."""
+        body = {"name": name, "source": source, "config": _json_safe(dict(config or {}))}
+        body |= {"total_steps": int(total_steps), "tags": list(tags)}
+        return self._request("POST", "/api/runs/external/", body=body)
+
+    def log_metrics(self, run_id: int, points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Metric points of an external run: ``[{"step": 3, "metrics": {"loss": 0.1}, "wall_time"?: t}]``.
+        Names are mapped onto the platform's where they mean the same; a non-finite value is sent as null.
+        A step sent again overwrites its values, so a retried call never doubles a point."""
+        body = {"points": [_json_safe(dict(p)) for p in points]}
+        return self._request("POST", f"/api/runs/{_id(run_id)}/external/metrics/", body=body)
+
+    def log_samples(self, run_id: int, samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Samples of an external run: ``[{"step", "prompt", "completion", "rewards": {fn: value},
+        "reward"?, "acc"?, "index"?, "split"?, "advantage"?, "length"?, ...}]``; one sent again (same step,
+        split and index) overwrites its row."""
+        body = {"samples": [_json_safe(dict(s)) for s in samples]}
+        return self._request("POST", f"/api/runs/{_id(run_id)}/external/samples/", body=body)
+
+    def finish_external_run(self, run_id: int, status: str = "succeeded", error: str = "") -> dict[str, Any]:
+        """Mark an external run "succeeded" or "failed" (with ``error``); it takes no records afterwards."""
+        body = {"status": status, **({"error": error} if error else {})}
+        return self._request("POST", f"/api/runs/{_id(run_id)}/external/finish/", body=body)
+
+    def trl_log_history(self, run_id: int) -> list[dict[str, Any]]:
+        """The run's metrics as TRL's ``log_history``: ``[{"step": N, name: value}]``, TRL's names where
+        they mean ours (``learning_rate``, ``grad_norm``, ``rewards/<fn>/mean``...)."""
+        return self._request("GET", f"/api/runs/{_id(run_id)}/trl-log-history.json")
+
+    def download_verl(self, run_id: int, path: str | os.PathLike[str]) -> str:
+        """Save the run as verl's files, zipped, at ``path``: ``rollout/<step>.jsonl`` and
+        ``validation/<step>.jsonl`` (``_dump_generations``' format), ``metrics.jsonl`` (its file logger's)
+        and ``config.json``. Returns ``path``."""
+        data = self._request("GET", f"/api/runs/{_id(run_id)}/verl.zip", raw=True)
+        with open(path, "wb") as f:
+            f.write(data)
+        return os.fspath(path)
+
     # ---- metrics and samples ------------------------------------------------------------------------
 
     def metrics(
@@ -247,7 +310,8 @@ class Client:
             import pandas
         except ImportError:
             raise ImportError(
-                "metrics_frame needs pandas (pip install pandas); metrics() returns the same data as dicts"
+                "metrics_frame needs pandas, an optional extra: pip install pandas (or the package's "
+                "'frames' extra: pip install '.[frames]'); metrics() returns the same data as dicts"
             ) from None
         columns = {
             name: dict(zip(s["steps"], s["values"], strict=True))
@@ -361,7 +425,13 @@ class Client:
             page += 1
 
     def _request(
-        self, method: str, path: str, *, params: Mapping[str, Any] | None = None, body: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        raw: bool = False,
     ) -> Any:
         query = urllib.parse.urlencode({k: _param(v) for k, v in (params or {}).items() if v is not None})
         url = f"{self.url}{path}" + (f"?{query}" if query else "")
@@ -372,14 +442,46 @@ class Client:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
+            with self._opener.open(request, timeout=self.timeout) as response:
+                answer = response.read()
         except urllib.error.HTTPError as e:
             raise _api_error(e.code, e.read()) from None
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
             reason = getattr(e, "reason", e)
             raise ServerUnreachable(f"{method} {url}: no answer ({reason})") from None
-        return json.loads(raw) if raw else None
+        return answer if raw else json.loads(answer) if answer else None
+
+
+class _TokenRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects followed as urllib follows them, except that the token stays with the origin it was
+    given for: a redirect to another scheme, host or port (a misconfigured or compromised server, a proxy's
+    login page) would otherwise carry ``Authorization`` there, since urllib copies every header."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and not _same_origin(req.full_url, new.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
+def _same_origin(old: str, new: str) -> bool:
+    """Whether a redirect from ``old`` to ``new`` may keep the token: same scheme, host and port, or the
+    upgrade from http to https on the default ports of the same host (the one exception requests makes)."""
+    a, b = urllib.parse.urlsplit(old), urllib.parse.urlsplit(new)
+    try:
+        ports = (a.port or _DEFAULT_PORTS.get(a.scheme), b.port or _DEFAULT_PORTS.get(b.scheme))
+    except ValueError:  # a port that is no number
+        return False
+    if a.hostname != b.hostname:
+        return False
+    if (a.scheme, b.scheme) == ("http", "https"):
+        return ports == (80, 443)
+    return a.scheme == b.scheme and ports[0] == ports[1]
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def _api_error(status: int, raw: bytes) -> ApiError:
@@ -404,6 +506,17 @@ def _param(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with NaN and infinities as None (JSON has neither) and tuples as lists."""
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def _id(value: Any) -> int:

@@ -7,7 +7,9 @@
 3. Redis: a private server on a free port (REDIS_URL exported), so that concurrent test runs on one
    machine never share queues; where no redis-server exists, the one answering on REDIS_URL;
 4. ruff (lint and `ruff format --check`), mypy, the import-layering contracts (lint-imports), the GPU
-   lock's resolve (scripts/gpu_lock.py: skipped when the package index does not answer), then pytest;
+   lock's resolve (scripts/gpu_lock.py: skipped when the package index does not answer, or when no
+   requirements file changed since the last successful resolve), then pytest on two workers
+   (``pytest_defaults``);
 5. stop what step 3 started.
 Exit status: pytest's when it failed, else the first failed check's, else 0.
 Tests use SQLite unless DATABASE_URL is set (.ci/run sets it to the local PostgreSQL).
@@ -77,8 +79,24 @@ def checks(pytest_args: list[str], lint_only: bool, fast: bool = False) -> list[
     if not lint_only:
         if not fast:  # the edit-test loop (make test-fast) skips the GPU lock's resolve against the index
             steps.append(("gpu lock", ["python", "-m", "scripts.gpu_lock"]))
-        steps.append(("pytest", ["pytest", *pytest_args]))
+        steps.append(("pytest", ["pytest", *pytest_defaults(pytest_args), *pytest_args]))
     return steps
+
+
+def pytest_defaults(args: list[str]) -> list[str]:
+    """What `make test` adds unless ARGS says otherwise: two pytest-xdist workers (DAPO_TEST_WORKERS; 0 for
+    none) that keep each group of tests on one worker (tests/conftest.py, ``xdist_group``), and the 25
+    slowest tests listed at the end."""
+    extra = []
+    workers = os.environ.get("DAPO_TEST_WORKERS", "2")
+    chose_workers = any(
+        a in ("-n", "--numprocesses") or a.startswith(("--numprocesses=", "-n=")) for a in args
+    )
+    if not chose_workers and not any(a.startswith("-n") and a[2:].isdigit() for a in args) and workers != "0":
+        extra += ["-n", workers, "--dist", "loadgroup"]
+    if not any(a.startswith("--durations") for a in args):
+        extra.append("--durations=25")
+    return extra
 
 
 def run_checks(steps: list[tuple[str, list[str]]], env: dict[str, str]) -> int:

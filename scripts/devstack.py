@@ -3,19 +3,23 @@
     python3.11 -m scripts.devstack
 
 Steps: install the lock into .venv (skipped when unchanged) → Redis (reused when one answers on
-REDIS_URL) → a private Ray head → migrate → Daphne and the Celery worker, which start while bootstrap
-(first user, demo model and dataset) runs → wait for the login page → print the URL and the credentials
-→ supervise until a signal or a dead service, then stop everything in reverse order.
-Each service logs to var/log/<name>.log. Environment: see README.md, "Configuration".
+REDIS_URL) → migrate → Daphne and two Celery workers (training runs; exports and evaluations, see
+platform/config/queues.py), which start while bootstrap (first user, demo model and dataset) runs → wait
+for the login page → print the URL and the credentials → supervise until a signal or a dead service, then
+stop everything in reverse order. Each service logs to var/log/<name>.log. Environment: see
+docs/configuration.md.
+
+No Ray is started here: the tour's runs never use it, and Ray's startup on a busy machine was what failed
+the demo. A run on the Ray backend starts a local Ray in its worker when it needs one, on ports of its own
+with its temp dir under var/ (dapo/cluster/ray_cluster.py), unless RAY_ADDRESS names a cluster.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import importlib.util
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -23,10 +27,10 @@ import time
 from functools import partial
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from scripts import envsetup
 from scripts.stack import (
-    Service,
     ServiceDied,
     Stack,
     ensure_redis,
@@ -45,17 +49,6 @@ VENV_BIN = envsetup.VENV / "bin"
 LOGIN_PATH = "/accounts/login/"
 REQUIRED_FILES = ["manage.py", "platform/config/settings.py", "platform/config/asgi.py", "worker/app.py"]
 READY_TIMEOUT_S = 180
-# Every port Ray would otherwise take at its default (6379 clashes with Redis); each gets a free one.
-RAY_PORT_FLAGS = [
-    "--port",
-    "--dashboard-port",
-    "--dashboard-agent-listen-port",
-    "--dashboard-agent-grpc-port",
-    "--runtime-env-agent-port",
-    "--metrics-export-port",
-    "--node-manager-port",
-    "--object-manager-port",
-]
 
 
 class Shutdown(Exception):
@@ -66,7 +59,7 @@ class Supervisor:
     def __init__(self, bootstrap_args: list[str]) -> None:
         self.bootstrap_args = bootstrap_args
         self.started = time.monotonic()
-        self.env = envsetup.project_env()
+        self.env = demo_env(envsetup.project_env())
         self.var_dir = Path(self.env["DAPO_VAR_DIR"])
         self.stack = Stack(self.var_dir / "log")
         self.state_file = self.var_dir / "run" / "devstack.json"
@@ -140,27 +133,11 @@ class Supervisor:
             raise ServiceDied(f"manage.py {command} failed; last lines of {log_path}:\n{tail(log_path)}")
         return lines
 
-    def start_ray(self) -> Service | None:
-        """A private Ray head on free ports, with token auth (the token lives only in our env)."""
+    def ray_note(self) -> None:
         if self.env.get("RAY_ADDRESS"):
-            say(f"[ray] using the cluster at RAY_ADDRESS={self.env['RAY_ADDRESS']}")
-            return None
-        ports = dict(zip(RAY_PORT_FLAGS, free_ports(len(RAY_PORT_FLAGS)), strict=True))
-        # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: Ray 2.60 otherwise turns --node-ip-address 127.0.0.1 into the
-        # machine's address and its servers listen on every interface; the worker inherits it (a driver
-        # without it resolves 127.0.0.1 the same way and cannot reach this head). Never on a real cluster.
-        token = {
-            "RAY_AUTH_MODE": "token",
-            "RAY_AUTH_TOKEN": secrets.token_hex(32),
-            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-        }
-        argv = [str(VENV_BIN / "ray"), "start", "--head", "--block", "--disable-usage-stats"]
-        argv += ["--node-ip-address", "127.0.0.1", "--temp-dir", str(ray_temp_dir(self.var_dir))]
-        argv += ["--num-cpus", self.env.get("DAPO_RAY_NUM_CPUS", "2"), "--include-dashboard=false"]
-        argv += [item for flag, port in ports.items() for item in (flag, str(port))]
-        ray = self.stack.start("ray", argv, {**self.env, **token}, cwd=ROOT, grace_s=20)
-        self.env.update(token, RAY_ADDRESS=f"127.0.0.1:{ports['--port']}")
-        return ray
+            say(f"[ray] runs on the Ray backend join the cluster at RAY_ADDRESS={self.env['RAY_ADDRESS']}")
+        else:
+            say("[ray] not started: a run on the Ray backend starts a local Ray when it needs one")
 
     def start_web(self) -> str:
         """Daphne on DAPO_HOST:DAPO_PORT; returns the URL to open."""
@@ -188,7 +165,7 @@ class Supervisor:
         check_project_files()
         self.claim_state_file()
         self.env["REDIS_URL"] = ensure_redis(self.stack, self.env, self.var_dir, VENV_BIN / "python")
-        ray = self.start_ray()
+        self.ray_note()
         self.manage("migrate", "--noinput")
         # fingerprinted, gzipped copies that pages name and browsers cache for good (config/static_storage.py)
         self.manage("collectstatic", "--noinput")
@@ -196,14 +173,17 @@ class Supervisor:
         t = self.lap("migrate", t)
         # Daphne and Celery spend seconds importing Django (and torch): they start while bootstrap runs.
         url = self.start_web()
-        if ray is not None:
-            wait_until(partial(Stack.log_says, ray, "Ray runtime started"), "the Ray head", 60, self.stack)
-        celery = celery_argv(self.stack.stack_id, self.env.get("DAPO_QUEUE", "training"))
-        worker = self.stack.start("worker", celery, self.env, cwd=ROOT, grace_s=15)
+        workers = []
+        for name, queue in zip(("worker", "worker-short"), queues(self.env).all(), strict=True):
+            celery = celery_argv(self.stack.stack_id, queue.name, queue.concurrency, name)
+            workers.append(self.stack.start(name, celery, self.env, cwd=ROOT, grace_s=15))
         bootstrap_output = self.manage("bootstrap", *self.bootstrap_args, echo=True)
         t = self.lap("bootstrap", t)
         wait_until(lambda: http_ok(url + LOGIN_PATH), "the login page answering", READY_TIMEOUT_S, self.stack)
-        wait_until(partial(Stack.log_says, worker, " ready."), "the Celery worker", 60, self.stack)
+        for worker in workers:
+            wait_until(
+                partial(Stack.log_says, worker, " ready."), f"the Celery {worker.name}", 120, self.stack
+            )
         self.lap("services", t)
         self.write_state(url)
         self.banner(url, bootstrap_output)
@@ -230,19 +210,30 @@ class Supervisor:
         say("[devstack] stopped everything it started")
 
 
-def ray_temp_dir(var_dir: Path) -> Path:
-    """var/ray, unless that path is too long for the Unix sockets Ray puts under it (107 bytes)."""
-    preferred = var_dir / "ray"
-    if len(str(preferred)) <= 50:
-        return preferred
-    short = Path("/tmp") / f"dapo-ray-{hashlib.sha256(str(var_dir).encode()).hexdigest()[:10]}"
-    say(f"[ray] {preferred} is too long for Ray's socket paths: using {short}")
-    return short
+def demo_env(env: dict[str, str]) -> dict[str, str]:
+    """The demo runs with production's settings (no debug mode, the CSP enforced, a secret key generated
+    into var/ on first start), except that it serves plain HTTP, so its cookies cannot be secure-only.
+    `DJANGO_DEBUG=true make demo` debugs; anything set in the environment wins."""
+    env.setdefault("DJANGO_SECURE_COOKIES", "false")
+    return env
 
 
-def celery_argv(stack_id: str, queue: str) -> list[str]:
-    argv = [str(VENV_BIN / "celery"), "-A", "worker.app", "worker", "-Q", queue, "--concurrency", "1"]
-    return argv + ["--loglevel", "INFO", "-n", f"dapo-{stack_id[:8]}@%h"]
+def celery_argv(stack_id: str, queue: str, concurrency: int, name: str = "worker") -> list[str]:
+    """One Celery worker of one queue (platform/config/queues.py names them and their concurrency)."""
+    argv = [str(VENV_BIN / "celery"), "-A", "worker.app", "worker", "-Q", queue]
+    argv += ["--concurrency", str(concurrency), "--loglevel", "INFO"]
+    return argv + ["-n", f"dapo-{name}-{stack_id[:8]}@%h"]
+
+
+def queues(env: dict[str, str]) -> Any:
+    """platform/config/queues.py's ``queues(env)``, loaded from its file: ``platform`` is no package here
+    (on sys.path it would shadow the standard library's module of that name)."""
+    spec = importlib.util.spec_from_file_location("dapo_queues", ROOT / "platform" / "config" / "queues.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.queues(env)
 
 
 def check_project_files() -> None:

@@ -1,15 +1,21 @@
 """The GPU lock (requirements-gpu.lock): resolve it with pip, and check that it resolves to itself.
 
     python3.11 -m scripts.gpu_lock          # the CI step of `make test`
+    python3.11 -m scripts.gpu_lock --force  # resolve even when nothing changed since the last resolve
 
 The check runs `pip install --dry-run --ignore-installed --report` of the lock (nothing is installed, nor
 downloaded beyond what pip needs to read the dependencies of each pinned release) and fails when pip would
 install anything the lock does not pin, or another version. When the package index does not answer, it
 says so and passes: a machine without the network cannot tell a good lock from a bad one.
+
+A resolve takes minutes, and its answer only changes with the files it reads: after a successful one,
+``requirements-gpu.resolved`` (committed) records a hash of every ``requirements*.in`` and lock file, and the
+next check resolves again only when one of them differs from what that hash records.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -23,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 GPU_IN = ROOT / "requirements-gpu.in"
 GPU_LOCK = ROOT / "requirements-gpu.lock"
+STAMP = ROOT / "requirements-gpu.resolved"
 PYPI = "https://pypi.org/simple"
 PROBE_TIMEOUT_S = 10.0
 RESOLVE_TIMEOUT_S = 300.0
@@ -100,8 +107,27 @@ def reachable(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
         return f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
 
 
-def check(python: Path | str = sys.executable, lock: Path = GPU_LOCK) -> int:
-    """The CI step: 0 when the lock resolves to exactly itself (or the index is unreachable), else 1."""
+def inputs_hash(root: Path = ROOT) -> str:
+    """A hash of what a resolve reads: every requirements*.in and requirements*.lock, by name and content."""
+    digest = hashlib.sha256()
+    for path in sorted(root.glob("requirements*.in")) + sorted(root.glob("requirements*.lock")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def unchanged_since_resolve(stamp: Path = STAMP, root: Path = ROOT) -> bool:
+    """True when the stamp of the last successful resolve holds the hash of today's files."""
+    return stamp.is_file() and stamp.read_text().split()[:1] == [inputs_hash(root)]
+
+
+def check(
+    python: Path | str = sys.executable, lock: Path = GPU_LOCK, *, force: bool = False, stamp: Path = STAMP
+) -> int:
+    """The CI step: 0 when the lock resolves to exactly itself (or the index is unreachable, or nothing
+    changed since the last successful resolve and ``force`` is off), else 1."""
+    if not force and unchanged_since_resolve(stamp, lock.parent):
+        print(f"[gpu lock] ok: no requirements file changed since the resolve recorded in {stamp.name}")
+        return 0
     index = index_url(python)
     probe = f"{index.rstrip('/')}/vllm/"
     why = reachable(probe)
@@ -127,8 +153,11 @@ def check(python: Path | str = sys.executable, lock: Path = GPU_LOCK) -> int:
     print(
         f"[gpu lock] ok: {lock.name} resolves to its {len(resolved)} pins and nothing else ({seconds:.0f} s)"
     )
+    stamp.write_text(
+        f"{inputs_hash(lock.parent)}\n# requirements*.in and *.lock as of the last successful resolve\n"
+    )
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(check())
+    sys.exit(check(force="--force" in sys.argv[1:]))

@@ -7,13 +7,18 @@ and exports REDIS_URL, so under it `redis_url` always finds one.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path(os.environ.get("DAPO_CHROMIUM") or "/usr/bin/chromium")  # another build: its path
 
 
 def _redis_answers(url: str) -> bool:
@@ -60,6 +65,7 @@ RAY_MODULES = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.fspath))
@@ -67,6 +73,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.ray)
         if "reliability" in path.parts:
             item.add_marker(pytest.mark.faults)
+        if group := xdist_group(item):
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """Which tests `make test`'s two workers (pytest-xdist, --dist loadgroup) run on one worker, in turn:
+    the browser tests share one live server and browser (tests/e2e/conftest.py); the tests on the session's
+    local Ray (``ray_session``) share that Ray; the other Ray and fault tests start clusters, workers and
+    databases of their own, and run one at a time so that two never starve each other. The three groups are
+    the longest units of work; xdist hands them out first (largest first), so they end up on both workers."""
+    if item.get_closest_marker("browser"):
+        return "browser"
+    if "ray_session" in getattr(item, "fixturenames", ()):
+        return "ray"
+    if item.get_closest_marker("ray") or item.get_closest_marker("faults"):
+        return "clusters"
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -84,3 +107,46 @@ def django_db_setup(django_db_setup: None, django_db_blocker: object) -> object:
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
+
+
+@dataclass(frozen=True)
+class RaySession:
+    """The local Ray of this test process, as ``dapo.cluster.ray_cluster.connect()`` starts one for a run with
+    RAY_ADDRESS unset. ``root``: its HOME (empty, to see that nothing is written there) and DAPO_VAR_DIR
+    (``root/var``) at start; ``temp_dir``: where Ray put its files; ``assets``: a folder for the tests'
+    tiny model and data."""
+
+    connection: Any
+    root: Path
+    temp_dir: Path
+
+    @property
+    def assets(self) -> Path:
+        return self.root / "assets"
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[RaySession]:
+    """One local Ray for every test that only needs a cluster (the Ray backend, FSDP learners, the GPU
+    check's Ray step): starting one costs 10-30 s. Tests that start, stop or kill a cluster (the fault
+    tests, two nodes, the loopback checks) start their own in other processes."""
+    ray = pytest.importorskip("ray")
+    from dapo.cluster.ray_cluster import connect, ray_temp_dir
+
+    if ray.is_initialized():
+        pytest.fail("this test process joined a Ray cluster before the session's own started")
+    # Short, whatever pytest-xdist adds to tmp paths: Ray's socket paths must fit in 107 bytes.
+    root = Path(tempfile.mkdtemp(prefix="dapo-ray-", dir="/tmp"))
+    (root / "home").mkdir()
+    with pytest.MonkeyPatch.context() as mp:  # as a worker with RAY_ADDRESS unset starts it
+        for key in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+            mp.delenv(key, raising=False)
+        mp.setenv("HOME", str(root / "home"))
+        mp.setenv("DAPO_VAR_DIR", str(root / "var"))
+        connection = connect()
+        temp_dir = ray_temp_dir()
+    try:
+        yield RaySession(connection, root, temp_dir)
+    finally:
+        connection.close()
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,5 +1,6 @@
-"""The README's "Your first run" states what the tiny_cpu preset does, checked against the preset and
-against the benchmark's recorded curves (bench/results/learn.json, written by bench/learn.py)."""
+"""The section "Your first run" (the README's quick start and the tour, docs/tour.md) states what the
+tiny_cpu preset does, checked against the preset and against the benchmark's recorded curves
+(bench/results/learn.json, written by bench/learn.py)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,28 @@ import re
 import statistics
 from pathlib import Path
 
-from dapo.presets import get_preset
+import pytest
+
+from dapo.runconfig.presets import get_preset
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _first_run_section() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    return text.split("### Your first run", 1)[1].split("\n### ", 1)[0]
+# Both pages say it: the README in short, the tour in full.
+PAGES = ["README.md", "docs/tour.md"]
 
 
-def test_the_first_run_section_states_the_presets_length_and_its_measured_end():
-    section = " ".join(_first_run_section().split())
+def _first_run_section(page: str) -> str:
+    """The text under the heading "Your first run" (any level) up to the next heading."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    found = re.search(r"^#+ Your first run\n(.*?)(?=^#)", text + "\n#", re.M | re.S)
+    assert found, f"{page} has no section 'Your first run'"
+    return found[1]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_first_run_section_states_the_presets_length_and_its_measured_end(page: str):
+    section = " ".join(_first_run_section(page).split())
     steps = get_preset("tiny_cpu").optim.total_steps
     assert f"The preset runs {steps} steps" in section
     curves = json.loads((ROOT / "bench" / "results" / "learn.json").read_text())["runs"]["tiny_cpu"]

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import urllib.request
 from importlib import metadata
 from pathlib import Path
 
@@ -113,7 +114,9 @@ def test_the_cpu_and_gpu_locks_agree_on_every_package_they_share_but_torch() -> 
     assert {"transformers", "numpy", "ray", "safetensors", "tokenizers"} <= cpu.keys() & gpu.keys()
 
 
-def test_gpu_lock_check_compares_the_resolve_with_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpu_lock_check_compares_the_resolve_with_the_lock(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from scripts import gpu_lock
 
     lock = {"vllm": "0.33.0", "torch": "2.14.0", "numpy": "2.3.5"}
@@ -128,7 +131,36 @@ def test_gpu_lock_check_compares_the_resolve_with_the_lock(monkeypatch: pytest.M
     ]
     monkeypatch.setattr(gpu_lock, "reachable", lambda url: None)
     monkeypatch.setattr(gpu_lock, "resolve", lambda python, args: moved)
-    assert gpu_lock.check(lock=ROOT / "requirements-gpu.lock") == 1
+    assert gpu_lock.check(lock=ROOT / "requirements-gpu.lock", stamp=tmp_path / "stamp") == 1
+    assert not (tmp_path / "stamp").exists()  # a failed resolve records nothing
+
+
+def copy_requirements(to: Path) -> Path:
+    for path in [*ROOT.glob("requirements*.in"), *ROOT.glob("requirements*.lock")]:
+        shutil.copy(path, to / path.name)
+    return to / "requirements-gpu.lock"
+
+
+def test_gpu_lock_check_resolves_only_when_a_requirements_file_changed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stamp of a successful resolve spares the next one until a lock or a requirements*.in changes."""
+    from scripts import gpu_lock
+
+    lock, stamp = copy_requirements(tmp_path), tmp_path / "stamp"
+    resolves: list[int] = []
+    pins = {name: f"{name}=={version}" for name, version in gpu_lock.lock_pins(lock).items()}
+    monkeypatch.setattr(gpu_lock, "reachable", lambda url: None)
+    monkeypatch.setattr(gpu_lock, "resolve", lambda python, args: resolves.append(1) or pins)
+    assert gpu_lock.check(lock=lock, stamp=stamp) == 0 and len(resolves) == 1  # no stamp yet: resolved
+    assert stamp.read_text().split()[0] == gpu_lock.inputs_hash(tmp_path)
+    assert gpu_lock.check(lock=lock, stamp=stamp) == 0 and len(resolves) == 1  # unchanged: not again
+    assert "no requirements file changed" in capsys.readouterr().out
+    assert gpu_lock.check(lock=lock, stamp=stamp, force=True) == 0 and len(resolves) == 2
+    for changed in ("requirements-dev.in", "requirements.lock"):
+        (tmp_path / changed).write_text((tmp_path / changed).read_text() + "# a change\n")
+        assert gpu_lock.check(lock=lock, stamp=stamp) == 0
+    assert len(resolves) == 4  # each change resolved again
 
 
 @pytest.mark.skipif(not Path("/opt/wheels").is_dir(), reason="needs the CPU torch wheel in /opt/wheels")
@@ -147,7 +179,7 @@ def test_gpu_lock_check_skips_when_the_index_does_not_answer(
 
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens on the discard port
     monkeypatch.setattr(gpu_lock, "resolve", lambda *a: pytest.fail("resolved without an index"))
-    assert gpu_lock.check() == gpu_lock.SKIPPED == 0
+    assert gpu_lock.check(force=True) == gpu_lock.SKIPPED == 0
     assert (
         "SKIPPED: the package index does not answer (http://127.0.0.1:9/simple/vllm/"
         in capsys.readouterr().out
@@ -160,6 +192,14 @@ def test_the_dockerfile_gpu_build_installs_the_gpu_lock_and_the_cpu_build_the_cp
     assert "pip install -r requirements-gpu.lock;" in gpu_branch and "requirements.lock" not in gpu_branch
     assert "-r requirements.lock" in cpu_branch.split("fi", 1)[0]
     assert re.search(r"^COPY requirements\.lock requirements-gpu\.lock \./$", dockerfile, re.M)
+
+
+def test_the_image_build_bakes_no_secret_key_into_the_image() -> None:
+    """Settings generate a key into DAPO_VAR_DIR when none is given: a build step that loads them (the
+    collectstatic) must pass a throwaway one, or every container of the image would share a known key."""
+    dockerfile = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    steps = [line for line in dockerfile.splitlines() if line.startswith("RUN ") and "manage.py" in line]
+    assert steps and all(re.search(r"\bDJANGO_SECRET_KEY=\S+\s+python manage\.py", s) for s in steps)
 
 
 # ---- envsetup: install once per lock change ----------------------------------------------------------
@@ -206,7 +246,9 @@ def test_pip_is_told_where_the_cpu_torch_lies(monkeypatch: pytest.MonkeyPatch, t
 
 
 def test_dapo_config_imports_no_torch() -> None:
-    done = run_python("import sys, dapo.config, dapo.presets; assert 'torch' not in sys.modules, 'torch'")
+    done = run_python(
+        "import sys, dapo.runconfig, dapo.runconfig.presets; assert 'torch' not in sys.modules, 'torch'"
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -236,7 +278,9 @@ def test_the_web_process_loads_without_torch_or_ray() -> None:
 
 def test_the_import_contracts_cover_every_layer_package() -> None:
     linter = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    apps = {p.name for p in (ROOT / "platform").iterdir() if (p / "apps.py").exists() or p.name == "config"}
+    # every package of the platform: its apps, the settings package and the core layer below them all
+    apps = {p.name for p in (ROOT / "platform").iterdir() if (p / "__init__.py").exists()}
+    assert {"config", "core"} <= apps
     assert set(linter["root_packages"]) == {"dapo", "worker", *apps}
     forbidden: dict[str, set[str]] = {}
     for contract in linter["contracts"]:
@@ -245,14 +289,16 @@ def test_the_import_contracts_cover_every_layer_package() -> None:
     assert {"django", "celery", "worker", "config"} <= forbidden["dapo"]
     assert all({"torch", "ray", "vllm", "worker"} <= forbidden[app] for app in apps)
     assert {"inspector", "compare"} <= forbidden["runs"]  # the lifecycle stands without the apps on top
+    assert apps - {"core"} <= forbidden["core"]  # core is the bottom layer
 
 
 # ---- docker-compose ----------------------------------------------------------------------------------
 
 
 def test_compose_has_the_services_of_the_design() -> None:
-    assert set(COMPOSE["services"]) == {"postgres", "redis", "web", "worker", "ray-head", "ray-worker"}
-    assert set(OUR_IMAGE_SERVICES) == {"web", "worker", "ray-head", "ray-worker"}
+    services = {"postgres", "redis", "web", "worker", "worker-short", "ray-head", "ray-worker"}
+    assert set(COMPOSE["services"]) == services
+    assert set(OUR_IMAGE_SERVICES) == {"web", "worker", "worker-short", "ray-head", "ray-worker"}
     assert all(COMPOSE["services"][name]["build"]["context"] == "." for name in OUR_IMAGE_SERVICES)
 
 
@@ -293,7 +339,9 @@ def check_command(argv: list[str]) -> None:
         app = argv[argv.index("-A") + 1]
         assert (ROOT / (app.replace(".", "/") + ".py")).is_file(), app
         queue = argv[argv.index("-Q") + 1]
-        assert f'"{queue}"' in (ROOT / "platform/config/settings.py").read_text()
+        # the queue names and their concurrency live in one place (config.queues)
+        queues = (ROOT / "platform/config/queues.py").read_text()
+        assert queue in re.findall(r'^DEFAULT_[A-Z]+ = "([a-z-]+)"', queues, re.M), queue
 
 
 @pytest.mark.parametrize("name", OUR_IMAGE_SERVICES)
@@ -309,12 +357,16 @@ def test_compose_env_vars_are_read_by_our_code_or_ray() -> None:
             assert variable in FOREIGN_ENV or f'"{variable}"' in code, f"{name}: nothing reads {variable}"
 
 
-def test_every_setting_read_from_the_environment_is_documented_in_the_readme() -> None:
+def test_every_setting_read_from_the_environment_is_documented() -> None:
+    """Each variable settings.py reads is named, as `CODE`, in the README or a docs/ page (the table of
+    docs/configuration.md, or the page about what it governs)."""
     settings = (ROOT / "platform/config/settings.py").read_text()
     names = set(re.findall(r'(?:env_\w+|os\.environ\.get|getenv)\(\s*"([A-Z][A-Z0-9_]+)"', settings))
     assert {"DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "DAPO_VAR_DIR"} <= names
-    readme = (ROOT / "README.md").read_text()
-    assert not sorted(n for n in names if f"`{n}`" not in readme), "add these to README's Configuration"
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    documented = "\n".join(page.read_text(encoding="utf-8") for page in pages)
+    missing = sorted(n for n in names if f"`{n}`" not in documented)
+    assert not missing, f"add these to the table in docs/configuration.md: {missing}"
 
 
 # ---- the two commands --------------------------------------------------------------------------------
@@ -404,10 +456,12 @@ def test_redis_is_started_on_a_free_port_when_none_answers(tmp_path: Path, redis
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_make_demo_serves_the_login_page_and_ctrl_c_leaves_nothing(tmp_path: Path, redis_url: str) -> None:
-    """The run command end to end (venv already current): up, login page, SIGINT, nothing of ours left."""
+    """The run command end to end (venv already current): up, login page, SIGINT, nothing of ours left.
+    With no DJANGO_* variable set, as on a fresh clone: no debug mode, yet styles and scripts load."""
     if not (ROOT / "assets" / "demo" / "model").is_dir():
         pytest.skip("assets/demo/model is not built: the run command would spend minutes building it")
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "RAY_ADDRESS"}}
+    dropped = {"DATABASE_URL", "RAY_ADDRESS"}
+    env = {k: v for k, v in os.environ.items() if k not in dropped and not k.startswith("DJANGO_")}
     env |= {"DAPO_VAR_DIR": str(tmp_path / "var"), "DAPO_PORT": str(stack.free_ports(1)[0])}
     env["REDIS_URL"] = redis_url
     argv = [sys.executable, "-m", "scripts.devstack"]
@@ -423,14 +477,31 @@ def test_make_demo_serves_the_login_page_and_ctrl_c_leaves_nothing(tmp_path: Pat
         assert any("DAPO platform is up" in line for line in lines), "".join(lines)
         state = json.loads((tmp_path / "var" / "run" / "devstack.json").read_text())
         assert stack.http_ok(state["url"] + "/accounts/login/")
+        assert_served_as_in_production(state["url"], tmp_path / "var")
         ours = stack.stack_pids(state["stack_id"])
-        assert len(ours) >= 4  # ray (several), celery, daphne
+        assert len(ours) >= 5  # daphne, two Celery workers (each a main and a pool process); no Ray
         supervisor.send_signal(signal.SIGINT)
         assert supervisor.wait(timeout=90) == 0
     finally:
         if supervisor.poll() is None:
             supervisor.kill()
     assert alive(ours) == [] and stack.stack_pids(state["stack_id"]) == []
+
+
+def assert_served_as_in_production(url: str, var_dir: Path) -> None:
+    """The demo's login page: the CSP enforced, cookies usable over its plain HTTP, its static files
+    served (by WhiteNoise: without debug mode Django serves none), the key generated into var/."""
+    with urllib.request.urlopen(url + "/accounts/login/", timeout=10) as response:
+        html = response.read().decode()
+        assert response.headers["Content-Security-Policy"]
+        assert "Content-Security-Policy-Report-Only" not in response.headers
+        assert all("; secure" not in c.lower() for c in response.headers.get_all("Set-Cookie") or [])
+    assets = re.findall(r'(?:href|src)="(/static/[^"]+\.(?:css|js))"', html)
+    assert assets, html[:2000]
+    for asset in assets:
+        with urllib.request.urlopen(url + asset, timeout=10) as response:
+            assert response.status == 200 and response.read(), asset
+    assert (var_dir / "secret_key").stat().st_mode & 0o777 == 0o600
 
 
 def test_a_private_redis_is_started_even_when_one_answers(tmp_path: Path, redis_url: str) -> None:

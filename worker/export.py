@@ -1,5 +1,6 @@
 """The worker's side of "Export model": write a run's checkpoint as a HuggingFace folder under a model
-root (``dapo.export``) and register it in the catalog, so a new run or an evaluation can start from it.
+root (``dapo.learner.export``) and register it in the catalog, so a new run or an evaluation can start
+from it.
 
 The folder is ``<export root>/run<id>-step<N>-<export id>``. The export root is the worker's
 ``DAPO_EXPORT_DIR`` when set (a folder inside a model root), else ``exports/`` under the model root that
@@ -21,7 +22,7 @@ from config.celery import app
 from django.conf import settings
 from runs.models import Checkpoint, ExportStatus, ModelExport
 
-from dapo.config import RunConfig
+from dapo.runconfig import RunConfig
 from worker.sink import DB_ERRORS, with_db_retry
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def export_model(self, export_id: int) -> str:
 
 
 def _export(export: ModelExport, out: Path) -> BaseModel:
-    from dapo.export import export as write_folder  # imports torch: only in the worker, only here
+    from dapo.learner.export import export as write_folder  # imports torch: only in the worker, only here
 
     run = export.run
     checkpoint = Checkpoint.objects.filter(run=run, step=export.step).first()

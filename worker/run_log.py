@@ -7,6 +7,10 @@ subprocesses (Ray forwards its workers' output to the driver's stdout), in order
 at a time (``--concurrency 1``), so the process's output during a run is that run's.
 
 A log stops growing at ``DAPO_RUN_LOG_MAX_MB`` (a line says so); the worker's own log still gets everything.
+
+The platform's sink (worker.sink) adds the run's own story, one timestamped line each (``say``): the start
+or resume, every step (``step_line``: reward, accuracy, groups trained on / generated, seconds), every
+validation (``validation_line``), each checkpoint, and the end with its reason.
 """
 
 from __future__ import annotations
@@ -96,6 +100,60 @@ def capture(path: Path, header: str, *, fresh: bool = False, max_bytes: int | No
             if not any(t.thread.is_alive() and t.original_fd == fd for t in tees):
                 os.close(fd)
         log.close()
+
+
+def say(text: str) -> None:
+    """One line of the run's log (and of the worker's): the time, then ``text``. Never raises."""
+    line = f"[{time.strftime('%H:%M:%S')}] {text}\n"
+    try:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def step_line(step: int, total: int, metrics: dict[str, float]) -> str:
+    """``step 12/60  reward 0.412  acc 0.625  kept 16/18 (+2 surplus)  12.3 s``: groups trained on / generated
+    (the surplus, not trained on, apart), the step's seconds (timing_s/step)."""
+    m = metrics
+    parts = [f"step {step}/{total}" if total else f"step {step}"]
+    parts.append(f"reward {_num(m.get('critic/score/mean'))}")
+    parts.append(f"acc {_num(m.get('train/acc/mean'))}")
+    if "train/num_prompts_kept" in m:
+        kept = f"kept {m['train/num_prompts_kept']:.0f}/{m.get('train/num_prompts_generated', 0):.0f}"
+        if m.get("train/num_prompts_surplus"):
+            kept += f" (+{m['train/num_prompts_surplus']:.0f} surplus)"
+        parts.append(kept)
+    if "timing_s/step" in m:
+        parts.append(f"{m['timing_s/step']:.1f} s")
+    return "  ".join(parts)
+
+
+def validation_line(step: int, metrics: dict[str, float]) -> str | None:
+    """``validation at step 10: acc/mean@4 0.550  reward/mean@4 0.100  (31.2 s)``, or None without one."""
+    overall = sorted(k for k in metrics if k.count("/") == 2 and k.startswith(("val/acc/", "val/reward/")))
+    if not overall:
+        return None
+    parts = [f"{k.removeprefix('val/')} {metrics[k]:.3f}" for k in overall if "@" in k and "/mean@" in k]
+    seconds = metrics.get("timing_s/testing")
+    tail = f"  ({seconds:.1f} s)" if seconds is not None else ""
+    return (
+        f"validation at step {step}: " + "  ".join(parts or [f"{k} {metrics[k]:.3f}" for k in overall]) + tail
+    )
+
+
+def duration(seconds: float | None) -> str:
+    """``1h 26m``, ``51m 3s``, ``42s``."""
+    if seconds is None:
+        return "–"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 60}m {s % 60}s" if s >= 60 else f"{s}s"
 
 
 def _flush() -> None:

@@ -12,6 +12,7 @@ earlier, a worker dying between the two would leave that step out of the curves 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -21,8 +22,9 @@ from django.db import InterfaceError, OperationalError, connection
 from runs.events import Publisher, hardware_event, status_event, step_event
 from runs.models import HardwareSample, LeaseLost, Run
 
-from dapo.report import HardwareSample as HardwareRecord
-from dapo.report import RunInfo, Sink, Status, StepReport
+from dapo.loop.report import HardwareSample as HardwareRecord
+from dapo.loop.report import RunInfo, Sink, Status, StepReport
+from worker.run_log import duration, say, step_line, validation_line
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,7 +79,31 @@ class PlatformSink(Sink):
 
     def on_start(self, info: RunInfo) -> None:
         with_db_retry(lambda: self.run.start(info), "recording the start")
+        run, steps = self.run, f"steps {info.start_step}-{info.total_steps}"
+        if run.kind == "evaluation":
+            say(f"start: evaluation, attempt {run.attempts}")
+        elif info.start_step > (run.fork_step or 0) + 1:
+            say(f"resume: attempt {run.attempts}, from the checkpoint of step {info.start_step - 1}; {steps}")
+        elif run.fork_step:
+            say(f"start: a fork of run {run.parent_id} after its step {run.fork_step}; {steps}")
+        else:
+            say(f"start: attempt {run.attempts}, {steps}, {info.num_train_problems} training problems")
         PUBLISHER.publish(self.run.pk, status_event(self.run))
+
+    def on_activity(self, what: str) -> None:
+        """A sign of life (the stall clock restarts: notifications.delivery.detect_stalls) and a log line.
+        One try: a missed sign is not worth holding the trainer. From the off-policy generation thread
+        too, whose database connection is closed after each write."""
+        say(what)
+        if self.lease_lost:
+            return
+        try:
+            self.run.record_activity(worker_id=self.worker_id)
+        except DB_ERRORS as e:
+            log.warning("run %s: sign of life not recorded: %s", self.run.pk, e)
+        finally:
+            if threading.current_thread() is not threading.main_thread():
+                drop_connection()
 
     def on_step(self, report: StepReport) -> None:
         try:
@@ -87,6 +113,10 @@ class PlatformSink(Sink):
         except LeaseLost as e:
             return self._lose_lease(e)
         self._written = max(self._written, report.step)
+        if report.step > 0 or report.samples:
+            say(step_line(report.step, self.run.total_steps, report.metrics))
+        if line := validation_line(report.step, report.metrics):
+            say(line)
         self._record_pending_checkpoint()
         if not with_db_retry(lambda: self.run.renew_lease(self.worker_id), "renewing the lease"):
             self.lease_lost = True
@@ -128,6 +158,7 @@ class PlatformSink(Sink):
             )
         except LeaseLost as e:
             return self._lose_lease(e)
+        say(f"checkpoint of step {step} recorded: {path}")
         PUBLISHER.publish(self.run.pk, status_event(self.run))
 
     def may_save_checkpoint(self) -> bool:
@@ -153,6 +184,13 @@ class PlatformSink(Sink):
 
     def on_finish(self, status: Status, error: str | None = None) -> None:
         if with_db_retry(lambda: self.run.finish(status, error, worker_id=self.worker_id), "finishing"):
+            run = self.run
+            at = f"at step {run.step}/{run.total_steps}" if run.total_steps else f"at step {run.step}"
+            times = f"running {duration(run.running_s())}, wall {duration(run.elapsed_s())}"
+            reason = (
+                f": {(error or 'no reason given').strip().splitlines()[-1]}" if status == "failed" else ""
+            )
+            say(f"{status} {at} ({times}){reason}")
             PUBLISHER.publish(self.run.pk, status_event(self.run))
         else:
             log.warning(

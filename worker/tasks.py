@@ -2,7 +2,7 @@
 
 ``launch_run`` is the controller of one run: it claims the run's lease (so a redelivered or duplicated
 message never starts a second controller), builds the RunConfig from the row, and calls the trainer
-(``settings.DAPO_RUNNER``, default ``dapo.runner:run``) with a :class:`~worker.sink.PlatformSink`. A
+(``settings.DAPO_RUNNER``, default ``dapo.loop.runner:run``) with a :class:`~worker.sink.PlatformSink`. A
 heartbeat thread keeps the lease while a long step runs. When a worker dies its lease expires; the reaper
 of any live worker (a thread, every ``DAPO_REAPER_INTERVAL_S``) then queues the run again, and it resumes
 from its last recorded checkpoint.
@@ -21,22 +21,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
-from catalog.paths import PathError, check_data_path, check_model_path
-from catalog.versions import data_record
+from catalog.paths import PathError, resolve_path
+from catalog.versions import changed_files, data_record
 from celery import Task
 from celery.signals import worker_ready, worker_shutdown
 from config.celery import app
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
+from notifications.delivery import deliver_due, detect_stalls
 from runs.events import status_event
 from runs.manage import remove_files
 from runs.models import Kind, Run, Status
-from runs.notifications import deliver_due, detect_stalls
 from runs.run_log import log_path
 
-from dapo import checkpoint as ckpt
-from dapo.config import RunConfig
+from dapo.learner import checkpoint as ckpt
+from dapo.runconfig import RunConfig
 from worker.export import export_model  # noqa: F401  (registers the "Export model" task)
 from worker.run_log import capture
 from worker.sink import DB_ERRORS, PUBLISHER, PlatformSink, drop_connection, with_db_retry
@@ -52,38 +52,31 @@ def resolved_config(run: Run) -> RunConfig:
     """The run's config with its paths made absolute (from the repository root), each checked again to lie
     inside its roots right before the trainer opens it: a root narrowed, or a link swapped, since the run was
     queued fails the run with the field's name instead of reading a file outside."""
-    config = RunConfig.from_dict(run.config)
-    checks = {
-        "model.path": lambda: check_model_path(config.model.path),
-        "data.train_path": lambda: check_data_path(config.data.train_path, required=True),
-        "data.val_path": lambda: check_data_path(config.data.val_path, required=False),
-    }
-    paths: dict[str, Any] = {}
-    for name, check in checks.items():
+
+    def resolve(field: str, path: str) -> str:
         try:
-            resolved = check()
+            return str(resolve_path(field, path))
         except PathError as e:
-            raise PathError(f"{name} {e}") from None
-        if resolved is not None:
-            paths[name] = str(resolved)
-    extra = []
-    for path in config.data.val_paths:  # every further validation file, checked the same way
-        try:
-            extra.append(str(check_data_path(path, required=True)))
-        except PathError as e:
-            raise PathError(f"data.val_paths {e}") from None
-    if extra:
-        paths["data.val_paths"] = extra
-    return config.with_overrides(paths)
+            raise PathError(f"{field} {e}") from None
+
+    return RunConfig.from_dict(run.config).with_file_paths(resolve)
 
 
 def record_data_files(run: Run) -> None:
     """Record what this attempt reads: each data file's SHA-256 and the catalog dataset version it is
-    (catalog.versions), hashing files whose size or modification time no catalog version knows."""
-    run.data_files = data_record(run.config, read_files=True)
+    (catalog.versions), hashing files whose size or modification time no catalog version knows. A file
+    of the version the run picked that no longer holds that version's content fails the run (ValueError):
+    it would train on something other than what it names."""
+    run.data_files = data_record(run.config, read_files=True, picked=run.dataset)
     with_db_retry(
         lambda: Run.objects.filter(pk=run.pk).update(data_files=run.data_files), "recording its data files"
     )
+    if changed := changed_files(run.data_files):
+        label = run.dataset.label if run.dataset else "the dataset"
+        raise ValueError(
+            f"{', '.join(changed)}: the file of {label} changed since it was imported (its SHA-256 differs); "
+            "register or upload it again as a new version, or pick another version"
+        )
 
 
 def load_runner() -> Callable[..., Any]:
@@ -92,9 +85,9 @@ def load_runner() -> Callable[..., Any]:
 
 
 def start_evaluation(run: Run, config: RunConfig, sink: PlatformSink) -> Any:
-    """An evaluation run: ``settings.DAPO_EVALUATOR`` (default ``dapo.evaluate:run``) on the run's config,
-    with the weights of its source checkpoint when it evaluates one. A retried attempt starts over."""
-    module, _, name = getattr(settings, "DAPO_EVALUATOR", "dapo.evaluate:run").partition(":")
+    """An evaluation run: ``settings.DAPO_EVALUATOR`` (default ``dapo.eval.evaluate:run``) on the run's
+    config, with the weights of its source checkpoint when it evaluates one. A retried attempt starts over."""
+    module, _, name = getattr(settings, "DAPO_EVALUATOR", "dapo.eval.evaluate:run").partition(":")
     evaluator = getattr(importlib.import_module(module), name or "run")
     run_dir(run).mkdir(parents=True, exist_ok=True)
     checkpoint = run.source_checkpoint or None
@@ -199,7 +192,9 @@ def launch_run(self: Task, run_id: int) -> str:
         try:
             config = resolved_config(run)
             record_data_files(run)
-            if run.kind == Kind.EVALUATION:  # no training: score the validation sets once (dapo.evaluate)
+            if (
+                run.kind == Kind.EVALUATION
+            ):  # no training: score the validation sets once (dapo.eval.evaluate)
                 result = start_evaluation(run, config, sink)
             else:
                 start = prepare_start(run, run_dir(run))

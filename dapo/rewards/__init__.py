@@ -19,8 +19,11 @@ from typing import Any
 from dapo.rewards import plugins, remote
 from dapo.rewards.base import INVALID, RewardError, RewardResult, as_result
 from dapo.rewards.math_dapo import (
+    ANSWER_PATTERN,
+    ANSWER_WINDOW,
     MathDapoReward,
     MathResult,
+    extract_answer,
     math_dapo_score,
     normalize_answer,
     overlong_penalty,
@@ -29,6 +32,8 @@ from dapo.rewards.rules import BoxedExact, JsonMatch, MultipleChoice, RegexMatch
 from dapo.rewards.verify import MathVerifyReward
 
 __all__ = [
+    "ANSWER_PATTERN",
+    "ANSWER_WINDOW",
     "INVALID",
     "REWARD_FUNCTIONS",
     "CombinedReward",
@@ -40,6 +45,7 @@ __all__ = [
     "as_result",
     "build_reward",
     "describe_rewards",
+    "extract_answer",
     "get_reward_fn",
     "math_dapo_score",
     "normalize_answer",

@@ -6,8 +6,10 @@ A user may only name a callable the administrator allowed, found in one of two p
    pyproject.toml: ``[project.entry-points."dapo.rewards"] exact = "my_rewards.exact:ExactReward"``
    (named by its value ``my_rewards.exact:ExactReward`` or by its name ``exact``);
 2. a module file under a folder listed in ``DAPO_REWARD_PLUGINS`` (folders separated by ``os.pathsep``):
-   ``my_rewards.exact:ExactReward`` is allowed when ``<folder>/my_rewards/exact.py`` defines
-   ``ExactReward`` at top level.
+   ``my_rewards.exact:ExactReward`` is allowed when ``<folder>/my_rewards/exact.py`` defines the class
+   or function ``ExactReward`` at top level and lists it (in its ``__all__``, or public when it has none).
+   Nothing else of the module is a reward: not what it imports (``re``, ``subprocess.run``), a constant
+   or a helper its ``__all__`` leaves out.
 
 Checking a name (config validation, the web process) never imports anything: it reads entry point
 metadata, looks for the file and parses it with ``ast`` (which runs no code). Only :func:`load_plugin`,
@@ -36,6 +38,8 @@ FOLDERS_ENV = "DAPO_REWARD_PLUGINS"
 PLUGIN_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 MAX_SOURCE_BYTES = 1_000_000
 MAX_LISTED_FILES = 200
+MAX_NAMED = 20
+"""An error message names at most this many allowed plugins."""
 
 
 def is_plugin_name(name: str) -> bool:
@@ -60,37 +64,37 @@ def entry_points() -> dict[str, str]:
 
 
 def check(name: str) -> str | None:
-    """Why ``name`` may not be used as a reward plugin, or None when it is allowed. Imports nothing."""
+    """Why ``name`` may not be used as a reward plugin, or None when it is allowed. Imports nothing. A
+    folder plugin must be what :func:`available` offers; the error lists that."""
     eps = entry_points()
     if name in eps or name in eps.values():
         return None
     if not PLUGIN_NAME.match(name):
         return f"a reward plugin is named package.module:callable, got {name!r:.80}"
     module, _, attr = name.partition(":")
-    for folder in folders():
-        source = _module_file(folder, module)
-        if source is not None:
-            if attr in _top_level_names(source):
-                return None
-            return f"{module} (in {folder}) defines no top-level {attr}"
+    found = _find_module(module)
+    if found is not None:
+        folder, source = found
+        if attr in _listed_callables(source):
+            return None
+        return f"{name} is not a reward that {module} (in {folder}) lists; allowed: {_allowed_text()}"
     return (
         f"{name!r:.80} is not an allowed reward plugin: plugins are entry points in the group {GROUP} "
-        f"or modules in the folders named by {FOLDERS_ENV}; allowed now: {', '.join(available()) or 'none'}"
+        f"or modules in the folders named by {FOLDERS_ENV}; allowed now: {_allowed_text()}"
     )
 
 
 def available() -> list[str]:
     """Every plugin name a config may use now: entry point values, and each public top-level class or
-    function of the modules in the plugin folders (those in ``__all__`` when the module has one)."""
+    function of the modules in the plugin folders (those in ``__all__`` when the module has one). A module
+    found in two folders is the first folder's, as the import finds it."""
     names = sorted(set(entry_points().values()))
+    seen: set[str] = set()
     for folder in folders():
-        files = sorted(p for p in folder.rglob("*.py") if "test" not in p.name)[:MAX_LISTED_FILES]
-        for path in files:
-            parts = path.relative_to(folder).with_suffix("").parts
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            if parts and all(p.isidentifier() for p in parts):
-                names += [f"{'.'.join(parts)}:{n}" for n in _public_callables(path)]
+        for module, path in _folder_modules(folder):
+            if module not in seen:
+                seen.add(module)
+                names += [f"{module}:{n}" for n in _listed_callables(path)]
     return names
 
 
@@ -98,12 +102,11 @@ def describe(name: str) -> str:
     """A plugin's help text without importing it: the docstring of its class or function in a plugin
     folder, or the distribution that registered the entry point."""
     module, _, attr = name.partition(":")
-    for folder in folders():
-        source = _module_file(folder, module)
-        if source is not None:
-            node = _parse(source).get(attr)
-            doc = ast.get_docstring(node) if isinstance(node, ast.ClassDef | ast.FunctionDef) else None
-            return " ".join((doc or f"plugin from {folder}").split())
+    found = _find_module(module)
+    if found is not None:
+        node = _parse(found[1]).get(attr)
+        doc = ast.get_docstring(node) if isinstance(node, ast.ClassDef | ast.FunctionDef) else None
+        return " ".join((doc or f"plugin from {found[0]}").split())
     for ep in importlib.metadata.entry_points(group=GROUP):
         if name in (ep.name, ep.value):
             dist = ep.dist
@@ -121,8 +124,13 @@ def load_plugin(name: str) -> Any:
         if name in (ep.name, ep.value):
             return _instance(ep.load(), name)
     module, _, attr = name.partition(":")
-    folder = next(f for f in folders() if _module_file(f, module) is not None)
-    return _instance(getattr(_import_from(folder, module), attr), name)
+    found = _find_module(module)
+    if found is None:  # removed since check() looked
+        raise RewardError(f"reward plugin module {module} is in no folder of {FOLDERS_ENV}")
+    obj = getattr(_import_from(found[0], module), attr)
+    if getattr(obj, "__module__", None) != module:  # bound at run time to what the file did not define
+        raise RewardError(f"reward plugin {name}: {attr} is not defined in {module}")
+    return _instance(obj, name)
 
 
 def _instance(obj: Any, name: str) -> Any:
@@ -130,6 +138,41 @@ def _instance(obj: Any, name: str) -> Any:
     if not callable(reward) and not hasattr(reward, "score_batch"):
         raise RewardError(f"reward plugin {name}: {type(reward).__name__} is not callable")
     return reward
+
+
+def _find_module(module: str) -> tuple[Path, Path] | None:
+    """(folder, file) of ``module`` in the first plugin folder that holds it, as the import finds it."""
+    for folder in folders():
+        source = _module_file(folder, module)
+        if source is not None:
+            return folder, source
+    return None
+
+
+def _folder_modules(folder: Path) -> list[tuple[str, Path]]:
+    """(dotted module name, file) of the modules a plugin folder offers; test files are left out."""
+    files = sorted(p for p in folder.rglob("*.py") if _offered(p))[:MAX_LISTED_FILES]
+    out = []
+    for path in files:
+        parts = path.relative_to(folder).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts and all(p.isidentifier() for p in parts):
+            out.append((".".join(parts), path))
+    return out
+
+
+def _offered(path: Path) -> bool:
+    """Whether a file of a plugin folder offers rewards (a test module beside the plugins does not)."""
+    return "test" not in path.name
+
+
+def _allowed_text() -> str:
+    names = available()
+    shown = ", ".join(names[:MAX_NAMED]) + (
+        f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else ""
+    )
+    return shown or "none"
 
 
 def _module_file(folder: Path, module: str) -> Path | None:
@@ -159,20 +202,18 @@ def _parse(path: Path) -> dict[str, ast.AST]:
     return defs
 
 
-def _top_level_names(path: Path) -> set[str]:
-    return set(_parse(path))
-
-
-def _public_callables(path: Path) -> list[str]:
+def _listed_callables(path: Path) -> list[str]:
+    """The rewards a plugin module lists: the classes and functions it defines at top level (not those it
+    imports or assigns), public ones or those its ``__all__`` names; none for a test file."""
+    if not _offered(path):
+        return []
     defs = _parse(path)
+    defined = [n for n, node in defs.items() if isinstance(node, ast.ClassDef | ast.FunctionDef)]
     exported = defs.get("__all__")
     if isinstance(exported, ast.Assign) and isinstance(exported.value, ast.List | ast.Tuple):
-        return [e.value for e in exported.value.elts if isinstance(e, ast.Constant) and e.value in defs]
-    return [
-        n
-        for n, node in defs.items()
-        if not n.startswith("_") and isinstance(node, ast.ClassDef | ast.FunctionDef)
-    ]
+        listed = {e.value for e in exported.value.elts if isinstance(e, ast.Constant)}
+        return [n for n in defined if n in listed]
+    return [n for n in defined if not n.startswith("_")]
 
 
 def _import_from(folder: Path, module: str) -> Any:

@@ -70,9 +70,8 @@ class HttpReward:
             batch_size=data.reward_batch_size,
         )
 
-    @staticmethod
-    def judges(ground_truth: str) -> bool | None:
-        return None  # only the service knows; the web process does not call it
+    judges = None
+    """Only the service knows which ground truths it judges; the web process does not call it."""
 
     def __call__(self, response: str, ground_truth: str) -> RewardResult:
         return self.score_batch([""], [response], [ground_truth])[0]

@@ -24,6 +24,9 @@ on the sequence length. `unsupported_reason` says why a model is not; the engine
 transformers forward. A sliding attention window is no reason: the fast path attends to every position,
 which is what the window does for sequences that fit in it, and the engine runs a chunk whose prompts plus
 new tokens would not fit (`FastWeights.fits`) through the transformers forward.
+
+It is longer than 400 lines because it re-implements one decoder step of the Llama family, and its
+parts (weights, masks, the cache, the step) are only checked for exactness together.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from dapo.learner import families
 
 ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM")
 """Model classes (exactly these, not subclasses) the fast path knows."""
@@ -81,12 +86,11 @@ def unsupported_reason(module: nn.Module) -> str | None:
 
 
 def sliding_window(module: nn.Module) -> int | None:
-    """The attention window of `module`'s sliding-window layers; None when it has none."""
-    config: Any = getattr(module, "config", None)
-    window = getattr(config, "sliding_window", None)
-    if type(module).__name__ == "MistralForCausalLM":  # one window for every layer when set
-        return window
-    return window if "sliding_attention" in (getattr(config, "layer_types", None) or ()) else None
+    """The attention window of `module`'s sliding-window layers; None when it has none
+    (`dapo.learner.families.sliding_window`: Mistral's window covers every layer, Qwen's only its
+    "sliding_attention" layers)."""
+    config = getattr(module, "config", None)
+    return families.sliding_window(config) if config is not None else None
 
 
 def rotary_table(module: nn.Module, length: int) -> torch.Tensor:

@@ -26,6 +26,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
+from dapo.learner.families import exact_attention
 from dapo.rollout import fast_decode
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, Weights, check_prompts, named_tensors
 from dapo.rollout.fast_decode import Workspace
@@ -391,5 +392,6 @@ def _load_model(model_path: str | None, device: str | torch.device, dtype: str) 
     model: nn.Module = AutoModelForCausalLM.from_pretrained(
         model_path, local_files_only=True, dtype=DTYPES[dtype]
     )
+    exact_attention(model)  # Gemma 2 on CUDA: sdpa would skip its attention soft cap
     model.to(device)
     return model.eval()

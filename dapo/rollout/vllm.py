@@ -2,9 +2,11 @@
 
 Supports vLLM 0.33.x (`SUPPORTED_VLLM`; requirements-gpu.lock pins 0.33.0, the V1 engine and its
 `vllm.LLM` offline API); any other installed release fails at construction with its version in the
-message. What it relies on, all public API of 0.33:
+message. What it relies on, public API of 0.33 but for the logits scale of the temperature fold:
 - `LLM(model, tensor_parallel_size, gpu_memory_utilization, enforce_eager, dtype, seed, enable_sleep_mode,
   worker_extension_cls, logprobs_mode)`; `LLM.generate(list of TokensPrompt dicts, list of SamplingParams)`;
+- `Worker.get_model()` and `vllm.model_executor.layers.logits_processor.LogitsProcessor.scale` (the
+  temperature fold, below);
 - `SamplingParams(n, temperature, top_p, top_k, max_tokens, logprobs=0, seed, stop_token_ids, detokenize)`;
   finish reasons "stop" and "length" (ours: "eos", "length"); "abort", "error" and "repetition" fail the
   call with the reason in the message;
@@ -22,9 +24,20 @@ message. What it relies on, all public API of 0.33:
 - `LLM.sleep(level=1)` / `LLM.wake_up(tags)` (needs enable_sleep_mode=True): a weight update wakes the
   weights only, the next `generate` the KV cache; `LLM.reset_prefix_cache()` after new weights, so no
   prefix computed with old weights is reused.
-Log-probs: logprobs_mode="processed_logprobs", i.e. log softmax(logits / T) as the interface wants, exact
-whenever top-k/top-p are off (training); with truncation vLLM renormalises over the kept tokens. Greedy
-(T=0 or top_k=1) runs as vLLM greedy: log-probs of temperature 1.
+Log-probs, one definition for every engine (`Completion.logprobs`, verl's): log softmax(logits / T) over
+the WHOLE vocabulary, before top-k/top-p truncation. vLLM 0.33 offers (its `Sampler`, v1/sample/sampler.py)
+"raw_logprobs", log softmax of the logits its model's `LogitsProcessor` returns, before temperature and
+truncation, and "processed_logprobs", after temperature AND after top-k/top-p (renormalised over the kept
+tokens: biased whenever truncation is on). Neither is log softmax(logits / T) under truncation, so the
+engine runs vLLM with logprobs_mode="raw_logprobs" and folds the temperature into the logits: before a
+call at a new temperature T, every worker sets its `LogitsProcessor.scale` to (its scale at load) / T
+(`WeightSyncExtension.dapo_fold_temperature`; a plain attribute read at each step, outside CUDA graphs),
+and the request asks vLLM for temperature 1. vLLM then samples top-k/top-p from softmax(logits / T),
+exactly as at temperature T, and its raw log-probs are log softmax(logits / T). The cost: in bfloat16 the
+scaled logits are rounded once more (at T = 1, the training default, nothing is scaled). Greedy (T=0 or
+top_k=1) runs as vLLM greedy: log-probs of temperature 1 at T=0, of T when top_k=1.
+Weight names: the learner's in-memory state is sent in the checkpoint's layout (`checkpoint_names`:
+transformers 5 fuses a mixture-of-experts model's experts in memory, vLLM loads the per-expert files).
 """
 
 from __future__ import annotations
@@ -40,12 +53,15 @@ from packaging.version import Version
 
 from dapo.rollout import weight_stream
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, Weights, check_prompts, named_tensors
+from dapo.rollout.checkpoint_names import CheckpointFormat
 
 logger = logging.getLogger(__name__)
 
 SUPPORTED_VLLM = ("0.33",)
 """The vLLM releases (major.minor) this engine supports; requirements-gpu.lock pins one of them."""
 WORKER_EXTENSION = f"{__name__}.WeightSyncExtension"
+LOGPROBS_MODE = "raw_logprobs"
+"""vLLM's log-probs before its temperature and truncation; the temperature is folded into the logits."""
 _FINISH_REASONS = {"stop": "eos", "length": "length"}  # vLLM finish_reason -> ours; others are errors
 
 
@@ -56,7 +72,7 @@ def check_version(version: str) -> None:
         supported = ", ".join(f"{v}.x" for v in SUPPORTED_VLLM)
         raise RuntimeError(
             f"vLLM {version} is installed, but the vllm engine supports vLLM {supported} only: install the "
-            "GPU lock (`pip install -r requirements-gpu.lock`, README.md 'vLLM on GPUs')"
+            "GPU lock (`pip install -r requirements-gpu.lock`, docs/cluster.md, 'vLLM on GPUs')"
         )
 
 
@@ -81,6 +97,21 @@ class WeightSyncExtension:
         finally:
             stream.close()  # hang up at once, also on an error: the sender must not wait on us
         return received
+
+    def dapo_fold_temperature(self, temperature: float) -> int:
+        """Make the model's logits logits / ``temperature``: every `LogitsProcessor` gets its scale at load
+        divided by ``temperature`` (1 restores it). Returns how many it set (none on a pipeline stage
+        without the head)."""
+        from vllm.model_executor.layers.logits_processor import LogitsProcessor
+
+        count = 0
+        for module in self.get_model().modules():  # type: ignore[attr-defined]
+            if isinstance(module, LogitsProcessor):
+                if not hasattr(module, "_dapo_base_scale"):
+                    module._dapo_base_scale = module.scale  # Cohere's logit_scale, Granite's 1 / scaling
+                module.scale = module._dapo_base_scale / temperature
+                count += 1
+        return count
 
 
 class VLLMEngine(RolloutEngine):
@@ -125,7 +156,13 @@ class VLLMEngine(RolloutEngine):
         self.pad_token_id = int(pad_token_id)
         self.enable_sleep_mode = enable_sleep_mode
         self.workers = tensor_parallel_size * int(llm_kwargs.get("pipeline_parallel_size", 1))
-        llm_kwargs.setdefault("logprobs_mode", "processed_logprobs")
+        if llm_kwargs.setdefault("logprobs_mode", LOGPROBS_MODE) != LOGPROBS_MODE:
+            raise ValueError(
+                f"logprobs_mode={llm_kwargs['logprobs_mode']!r}: the vllm engine needs {LOGPROBS_MODE!r} "
+                "(log-probs of the whole distribution at the sampling temperature, as every engine returns)"
+            )
+        self.checkpoint_format = CheckpointFormat(model_path)
+        self._folded = 1.0  # the temperature the workers' logits are divided by (1: vLLM's own scale)
         self.llm = vllm.LLM(
             model=model_path,
             tensor_parallel_size=tensor_parallel_size,
@@ -145,6 +182,7 @@ class VLLMEngine(RolloutEngine):
         """See `RolloutEngine.generate`: one vLLM call for the whole batch, outputs in input order."""
         check_prompts(prompts)
         self.wake_up()
+        self._fold_temperature(params.temperature if params.temperature > 0 else 1.0)
         requests, sampling = self._requests(prompts, params)
         outputs = self.llm.generate(requests, sampling, use_tqdm=False)
         return [self._completion(c) for out in outputs for c in sorted(out.outputs, key=lambda c: c.index)]
@@ -168,7 +206,8 @@ class VLLMEngine(RolloutEngine):
             thread = threading.Thread(target=rpc, args=(sender.address,), name="vllm-reload", daemon=True)
             thread.start()
             try:
-                stats = sender.send(_distinct(weights), self.workers, keep_waiting=thread.is_alive)
+                pairs = self.checkpoint_format.convert(_distinct(weights))
+                stats = sender.send(pairs, self.workers, keep_waiting=thread.is_alive)
             except (OSError, ConnectionError) as exc:
                 thread.join()
                 raise RuntimeError(f"weight sync failed: {outcome.get('error') or exc}") from exc
@@ -183,6 +222,19 @@ class VLLMEngine(RolloutEngine):
         logger.debug(
             "weight sync: %d tensors, %.0f MB in %.2f s", stats.tensors, stats.bytes / 1e6, stats.seconds
         )
+
+    def _fold_temperature(self, temperature: float) -> None:
+        """Divide the workers' logits by ``temperature`` when they are not already (one RPC per change:
+        training calls keep one temperature, validation may use another)."""
+        if temperature == self._folded:
+            return
+        counts = list(self.llm.collective_rpc("dapo_fold_temperature", args=(temperature,)))
+        if not any(counts):
+            raise RuntimeError(
+                "cannot apply the sampling temperature: no LogitsProcessor in vLLM's model (the vllm engine "
+                "folds the temperature into it, so that log-probs are those of the whole distribution)"
+            )
+        self._folded = temperature
 
     def sleep(self) -> None:
         """Offload weights to host memory and free the KV cache (vLLM sleep level 1)."""
@@ -231,7 +283,8 @@ class VLLMEngine(RolloutEngine):
         return requests, sampling
 
     def _sampling(self, params: SamplingParams, n: int, index: int) -> vllm.SamplingParams:
-        """The vllm.SamplingParams of request `index`; disabled top-k/top-p are left at vLLM's default."""
+        """The vllm.SamplingParams of request `index`; disabled top-k/top-p are left at vLLM's default.
+        The temperature is in the logits already (`_fold_temperature`): vLLM samples at 1 (0: greedy)."""
         kwargs: dict[str, Any] = {
             "n": n,
             "max_tokens": params.max_new_tokens,
@@ -242,7 +295,7 @@ class VLLMEngine(RolloutEngine):
         if params.greedy:
             kwargs["temperature"] = 0.0
         else:
-            kwargs["temperature"] = params.temperature
+            kwargs["temperature"] = 1.0
             if params.top_p < 1.0:
                 kwargs["top_p"] = params.top_p
             if params.top_k > 0:

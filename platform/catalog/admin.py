@@ -2,13 +2,24 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from runs.names import name_problem
 
 from catalog.importer import ImportFailed, SplitFile, check_files, import_dataset
 from catalog.models import BaseModel, Dataset, DatasetRow
 from catalog.paths import PathError, check_dataset_path, check_model_path, portable, resolve
 
 
-class BaseModelForm(forms.ModelForm):
+class _NameChecked(forms.ModelForm):
+    """The catalog's names are checked here as on the pages and the API (runs.names)."""
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        if problem := name_problem(name):
+            raise forms.ValidationError(problem)
+        return str(name)
+
+
+class BaseModelForm(_NameChecked):
     class Meta:
         model = BaseModel
         fields = "__all__"
@@ -20,7 +31,7 @@ class BaseModelForm(forms.ModelForm):
             raise forms.ValidationError(str(e)) from None
 
 
-class DatasetForm(forms.ModelForm):
+class DatasetForm(_NameChecked):
     """Files inside DAPO_DATASET_ROOTS, validated row by row before the dataset is saved and imported."""
 
     class Meta:
@@ -63,7 +74,11 @@ class BaseModelAdmin(admin.ModelAdmin):
 @admin.register(Dataset)
 class DatasetAdmin(admin.ModelAdmin):
     form = DatasetForm
-    list_display = ["name", "path", "format", "row_count", "uploaded", "created_at"]
+    list_display = ["name", "version", "created_by", "path", "format", "row_count", "uploaded", "created_at"]
+
+    def get_readonly_fields(self, request: Any, obj: Dataset | None = None) -> list[str]:
+        """A version keeps its name: renaming one would move it out of its dataset's versions."""
+        return ["name"] if obj is not None else []
 
     def save_model(self, request: Any, obj: Dataset, form: DatasetForm, change: bool) -> None:
         """Import the rows with the dataset (the form checked every row already)."""

@@ -5,8 +5,9 @@ GET    /api/models/               the base models
 POST   /api/models/               {"name", "path", "description"?}: register a folder under the model roots,
                                   checked like the models page (config, tokenizer, weights); 201
 GET    /api/models/<id>/          one model, inspected now, with the caller's runs that used it
-GET    /api/datasets/             every dataset version (?name= one name's versions, newest first)
-GET    /api/datasets/<id>/        one version, with the list of its name's versions
+GET    /api/datasets/             every dataset version (?name= that name's versions in any case, every
+                                  owner's, newest first; each names its "owner")
+GET    /api/datasets/<id>/        one version, with the list of its dataset's versions (its owner's name)
 DELETE /api/datasets/<id>/        delete one version (its creator or an administrator; 409 while a queued or
                                   running run reads it, with the reason); 204
 """
@@ -15,18 +16,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.openapi import extend_schema, query_params
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
-from runs.api import extend_schema, query_params
 
 from catalog.forms import ModelRegisterForm
 from catalog.model_info import inspect_model
 from catalog.model_views import runs_using_model
-from catalog.models import BaseModel, Dataset
+from catalog.models import BaseModel, Dataset, name_key
 from catalog.paths import resolve
 from catalog.removal import DeleteRefused, delete_dataset
 
@@ -49,6 +50,7 @@ def dataset_json(dataset: Dataset) -> dict[str, Any]:
         "id": dataset.pk,
         "name": dataset.name,
         "version": dataset.version,
+        "owner": dataset.created_by.get_username() if dataset.created_by else None,
         "format": dataset.format,
         "path": dataset.path,
         "val_path": dataset.val_path,
@@ -128,22 +130,26 @@ class ModelDetail(APIView):
         return Response(out)
 
 
-@extend_schema(parameters=query_params(name=(str, "Only this dataset name's versions, newest first.")))
+@extend_schema(
+    parameters=query_params(
+        name=(str, "Only the versions of datasets of this name (in any case, every owner's), newest first.")
+    )
+)
 class DatasetList(generics.ListAPIView):
     serializer_class = DatasetSerializer
 
     def get_queryset(self) -> QuerySet[Dataset]:
-        datasets = Dataset.objects.all()
+        datasets = Dataset.objects.select_related("created_by")
         if name := self.request.query_params.get("name", "").replace("\x00", "").strip():
-            datasets = datasets.filter(name=name)
-        return datasets.order_by("name", "-version")
+            datasets = datasets.filter(name_key=name_key(name))
+        return datasets.order_by("name", "created_by_id", "-version")
 
 
 class DatasetDetail(APIView):
     serializer_class = DatasetSerializer
 
     def get(self, request: Request, dataset_id: int) -> Response:
-        dataset = get_object_or_404(Dataset, pk=dataset_id)
+        dataset = get_object_or_404(Dataset.objects.select_related("created_by"), pk=dataset_id)
         versions = [
             {
                 "id": v.pk,

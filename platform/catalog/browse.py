@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
-from config.params import INT32_MAX, int_or_none
+from core.params import INT32_MAX, int_or_none
 from django.core.paginator import Page, Paginator
 from django.db.models import F, Q, QuerySet
 from django.http import QueryDict

@@ -10,11 +10,11 @@ that keeps non-ASCII and HTML characters as they are, the globals ``raise_except
 The template is ``chat_template.jinja`` in the model directory if present, else ``chat_template`` in
 tokenizer_config.json (a string, or a list of named templates of which "default" is used).
 
-The trainer (``dapo.data.render_prompt``) calls ``apply_chat_template(messages, tokenize=False,
+The trainer (``dapo.data.problems.render_prompt``) calls ``apply_chat_template(messages, tokenize=False,
 add_generation_prompt=True)``, and without a template joins the user messages with blank lines; token
 ids come from the tokenizer with special tokens added only when there is no template
-(``dapo.data.encode_prompts``). Token counts here use the ``tokenizers`` library on tokenizer.json, the
-same Rust tokenizer transformers wraps.
+(``dapo.data.problems.encode_prompts``). Token counts here use the ``tokenizers`` library on tokenizer.json,
+the same Rust tokenizer transformers wraps.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +16,18 @@ from catalog.chat import TemplateError, TokenCounter, load_chat_template
 from catalog.models import BaseModel, Dataset, DatasetRow
 from catalog.paths import resolve
 from catalog.stats import split_stats, token_stats
-from dapo.rewards import REWARD_FUNCTIONS, RewardError, plugins
+from dapo.rewards import REWARD_FUNCTIONS, plugins
+from dapo.rewards.isolated import judge_all
 
 COVERAGE_ROWS = 20_000
 """Ground truths checked per request on the dataset page (the first ones, in index order)."""
 COVERAGE_SECONDS = 3.0
 """Time the check may take before it reports on the rows it got through."""
+CALL_SECONDS = 1.0
+"""Time one row's check may take before its worker process is killed and the row reported as not scored
+(Math-Verify judges a plain answer in milliseconds, a hostile one can take minutes)."""
+SHOWN_ROWS = 20
+"""Rows named on the page among those not scored in time."""
 
 
 def statistics(dataset: Dataset, split: str, model: BaseModel | None) -> dict[str, Any]:
@@ -43,7 +49,9 @@ def statistics(dataset: Dataset, split: str, model: BaseModel | None) -> dict[st
 def reward_coverage(dataset: Dataset, split: str, reward: str) -> dict[str, Any]:
     """How many of the split's ground truths the named reward can judge at all (``judges`` of the
     built-in rewards), with a few that it cannot. Plugins and the http service are never run here:
-    the web process imports no user code and calls no reward service. Bounded by rows and seconds."""
+    the web process imports no user code and calls no reward service. Each call runs in a worker process
+    killed after CALL_SECONDS (dapo.rewards.isolated), the whole check stops at COVERAGE_SECONDS, and the
+    answer names the rows not scored in time: those whose call was stopped, and those not reached."""
     out: dict[str, Any] = {"reward": reward}
     cls = REWARD_FUNCTIONS.get(reward)
     if cls is None:
@@ -55,25 +63,44 @@ def reward_coverage(dataset: Dataset, split: str, reward: str) -> dict[str, Any]
         )
         return out
     judges = getattr(cls, "judges", None)
-    if judges is None or judges("1") is None:
+    if judges is None:  # the http reward: asking would mean calling the service
         out["error"] = "this reward cannot tell ahead which rows it judges (a reward service decides)"
         return out
     rows = dataset.rows.filter(split=split).order_by("index").values_list("index", "ground_truth")
-    deadline = time.monotonic() + COVERAGE_SECONDS
-    judged = checked = 0
-    failing: list[tuple[int, str]] = []
-    try:
+    indices: list[int] = []
+    truths: dict[int, str] = {}
+
+    def read() -> Iterator[str]:  # the rows as the checker takes them, remembered by position
         for index, truth in rows[:COVERAGE_ROWS].iterator():
-            if time.monotonic() > deadline:
-                break
-            checked += 1
-            if judges(truth):
-                judged += 1
-            elif len(failing) < 5:
-                failing.append((index, truth[:200]))
-    except RewardError as e:  # math_verify without its library
-        return {**out, "error": str(e)}
-    return {**out, "judged": judged, "checked": checked, "total": rows.count(), "failing": failing}
+            indices.append(index)
+            truths[index] = truth[:200]
+            yield truth
+
+    got = judge_all(judges, read(), call_seconds=CALL_SECONDS, budget_seconds=COVERAGE_SECONDS)
+    if got.error:
+        return {**out, "error": got.error}
+    stopped = {indices[p] for p in got.stopped}
+    checked = [(indices[p], ok) for p, ok in enumerate(got.verdicts) if indices[p] not in stopped]
+    return {
+        **out,
+        "judged": sum(ok for _, ok in checked),
+        "checked": len(checked),
+        "total": rows.count(),
+        "failing": [(i, truths[i]) for i, ok in checked if not ok][:5],
+        "stopped": [(i, truths[i]) for i in sorted(stopped)][:SHOWN_ROWS],
+        "call_seconds": CALL_SECONDS,
+        "budget_seconds": COVERAGE_SECONDS,
+        "unreached": _unreached(rows, got.reached, indices),
+    }
+
+
+def _unreached(rows: Any, reached: int, indices: list[int]) -> dict[str, Any] | None:
+    """The rows within COVERAGE_ROWS the budget did not reach: {"first": index, "count": n}, or None."""
+    wanted = min(rows.count(), COVERAGE_ROWS)
+    if reached >= wanted:
+        return None
+    first = indices[reached] if reached < len(indices) else rows[reached][0]
+    return {"first": first, "count": wanted - reached}
 
 
 def row_panel(

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from django import forms
+from runs.names import name_problem
 
 from catalog.importer import SplitFile
 from catalog.model_info import ModelCheckError, check_model
 from catalog.models import BaseModel
 from catalog.paths import PathError, check_dataset_path, check_model_path, portable
 from catalog.uploads import StagedUpload, max_upload_bytes
-from catalog.versions import next_version
 
 UPLOAD_SUFFIXES = (".parquet", ".jsonl")
 _FILE = forms.FileInput(attrs={"accept": ",".join(UPLOAD_SUFFIXES)})
@@ -22,7 +22,8 @@ _FILE = forms.FileInput(attrs={"accept": ",".join(UPLOAD_SUFFIXES)})
 class _Named(forms.Form):
     name = forms.CharField(
         max_length=200,
-        help_text="A name already in the catalog adds that dataset's next version (the older stay).",
+        help_text="A name of yours (in any case) adds your dataset's next version (the older stay); "
+        "another user's dataset of the same name is theirs and is not touched.",
         error_messages={"required": "give the dataset a name"},
     )
     description = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
@@ -31,7 +32,9 @@ class _Named(forms.Form):
         name = " ".join(self.cleaned_data["name"].replace("\x00", "").split())
         if not name:
             raise forms.ValidationError("give the dataset a name")
-        return next_version(name)[0]  # an existing dataset's spelling: the import adds its next version
+        if problem := name_problem(name):
+            raise forms.ValidationError(problem)
+        return name  # the import takes the spelling of the owner's existing dataset (catalog.versions)
 
 
 class UploadForm(_Named):
@@ -147,8 +150,8 @@ class ModelRegisterForm(forms.Form):
         name = " ".join(self.cleaned_data["name"].replace("\x00", "").split())
         if not name:
             raise forms.ValidationError("give the model a name")
-        if any(not c.isprintable() for c in name) or not _encodable(name):
-            raise forms.ValidationError("must be printable text")
+        if problem := name_problem(name):
+            raise forms.ValidationError(problem)
         if BaseModel.objects.filter(name__iexact=name).exists():
             raise forms.ValidationError(
                 f"a model named {name!r} is already in the catalog: choose another name"
@@ -180,11 +183,3 @@ class ModelRegisterForm(forms.Form):
             details=details,
             created_by=user,
         )
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate
-        return False
-    return True

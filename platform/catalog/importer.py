@@ -1,14 +1,19 @@
 """Import a dataset's problems as DatasetRow rows, all or nothing.
 
 Uploads, web registrations, ``manage.py register_dataset`` and ``bootstrap`` all end here. Rows are read
-and validated by ``dapo.data.iter_problem_rows``, the trainer's own loader, so a row's ``index`` is the
-``problem_index`` of a run's samples. The import is one transaction: the Dataset row, its rows and (for an
+and validated by ``dapo.data.problems.iter_problem_rows``, the trainer's own loader, so a row's ``index`` is
+the ``problem_index`` of a run's samples. The import is one transaction: the Dataset row, its rows and (for an
 upload) the move of its files from their temporary names to their place under
 ``DAPO_VAR_DIR/datasets/``. On any error the transaction rolls back and the uploaded files are deleted.
 
-A name already in the catalog gets a new version (``catalog.versions``): the older versions keep their
-rows and files. Each version records its files' SHA-256 hashes; files identical to an existing version of
-the name are refused.
+Every file is read under the limits of ``read_limits()`` (rows, characters in one value, decompressed
+bytes: ``DAPO_DATASET_MAX_ROWS``, ``DAPO_DATASET_MAX_FIELD_CHARS``, ``DAPO_DATASET_MAX_MB``), checked while
+it is read, so a small compressed file cannot fill the database; the refusal names the setting.
+
+A name the owner (``created_by``; None: the server) already has gets a new version of their dataset
+(``catalog.versions``): the older versions keep their rows and files. Another owner's dataset of the same
+name is never touched. Each version records its files' SHA-256 hashes; files identical to an existing
+version of the owner's name are refused.
 """
 
 from __future__ import annotations
@@ -30,9 +35,15 @@ from django.utils.text import slugify
 from catalog.models import Dataset, DatasetRow
 from catalog.paths import DATASET_SUFFIXES, portable
 from catalog.versions import content_hash, file_record, next_version
-from dapo.data import DataError, Problem, iter_problem_rows
+from dapo.data.limits import MB, LimitExceeded, ReadLimits
+from dapo.data.problems import DataError, Problem, iter_problem_rows
 
 BATCH = 1000
+LIMIT_SETTINGS = {
+    "rows": "DAPO_DATASET_MAX_ROWS",
+    "field_chars": "DAPO_DATASET_MAX_FIELD_CHARS",
+    "bytes": "DAPO_DATASET_MAX_MB",
+}
 
 
 class ImportFailed(ValueError):
@@ -50,6 +61,15 @@ class SplitFile:
 
 def uploads_dir() -> Path:
     return Path(settings.DAPO_VAR_DIR) / "datasets"
+
+
+def read_limits() -> ReadLimits:
+    """What one imported file may hold (the settings are read at each import, so tests can change them)."""
+    return ReadLimits(
+        max_rows=int(settings.DAPO_DATASET_MAX_ROWS),
+        max_field_chars=int(settings.DAPO_DATASET_MAX_FIELD_CHARS),
+        max_bytes=int(settings.DAPO_DATASET_MAX_MB) * MB,
+    )
 
 
 def import_dataset(
@@ -118,14 +138,20 @@ def _file_records(files: list[SplitFile]) -> dict[str, dict[str, Any]]:
 def _dataset_row(
     name: str, description: str, created_by: Any, replace: Dataset | None, digest: str
 ) -> Dataset:
-    """The Dataset row to fill: ``replace`` emptied, or the next version of ``name`` (1 when new). A new
-    version identical to an existing one (same content hash) is refused: it would add nothing."""
+    """The Dataset row to fill: ``replace`` emptied, or the next version of ``created_by``'s ``name`` (1
+    when new to them). A new version identical to one of theirs (same content hash) is refused: it would
+    add nothing."""
     if replace is not None:
         replace.rows.all().delete()
         replace.description = description
         return replace
-    name, version = next_version(name)
-    same = Dataset.objects.filter(name=name, content_hash=digest).order_by("-version").first()
+    name, version = next_version(name, created_by)
+    same = (
+        Dataset.objects.lines(name, created_by.pk if created_by else None)
+        .filter(content_hash=digest)
+        .order_by("-version")
+        .first()
+    )
     if same is not None:
         raise ImportFailed(
             f"these files are identical to {same.label} (sha256 {digest[:12]}): nothing was imported; "
@@ -168,8 +194,11 @@ def _rows(dataset: Dataset, f: SplitFile) -> Iterator[tuple[DatasetRow, dict[str
     if f.path.suffix.lower() not in DATASET_SUFFIXES:
         raise ImportFailed(f"{f.label}: expected a {', '.join(DATASET_SUFFIXES)} file")
     try:
-        for problem, raw in iter_problem_rows(f.path):
+        for problem, raw in iter_problem_rows(f.path, limits=read_limits()):
             yield _row(dataset, f, problem, raw), raw
+    except LimitExceeded as e:
+        message = str(e).replace(str(f.path), f.label)
+        raise ImportFailed(f"{message} ({LIMIT_SETTINGS[e.limit]})") from None
     except DataError as e:
         raise ImportFailed(str(e).replace(str(f.path), f.label)) from None
     except OSError as e:

@@ -12,7 +12,7 @@ from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
-from runs.models import Run
+from runs.access import visible_runs
 
 from catalog.chat import TemplateError, load_chat_template
 from catalog.forms import ModelRegisterForm
@@ -27,7 +27,7 @@ EXAMPLE_MESSAGES = [{"role": "user", "content": "What is 17 + 25? End with 'Answ
 def runs_using_model(model: BaseModel, user: Any) -> Any:
     """The runs this user can see that trained or evaluated this model (picked, or by its folder)."""
     return (
-        Run.objects.visible_to(user)
+        visible_runs(user)
         .filter(Q(base_model=model) | Q(config__model__path=model.path))
         .only("id", "name", "status", "kind", "step", "total_steps", "created_at", "latest_metrics")
         .order_by("-id")

@@ -19,6 +19,17 @@ def resolve(path: str) -> Path:
     return _absolute(path).resolve()
 
 
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths as written name the same file (relative ones from the repository root, links
+    followed); an empty path is the same only as another empty one."""
+    if not a or not b:
+        return a == b
+    try:
+        return a == b or resolve(a) == resolve(b)
+    except (OSError, RuntimeError, ValueError):  # a NUL, a name too long, a link loop
+        return False
+
+
 def portable(path: Path) -> str:
     """The path relative to the repository root when it lies inside it, else absolute."""
     try:
@@ -70,6 +81,17 @@ def check_model_path(path: str) -> Path:
     resolved = _confined(path, settings.DAPO_MODEL_ROOTS, "model", "DAPO_MODEL_ROOTS")
     if not resolved.is_dir():
         raise PathError(f"no model directory at {resolved}")
+    return resolved
+
+
+def resolve_path(field: str, path: str) -> Path:
+    """The file or folder of one of a run config's paths (``RunConfig.file_paths``), resolved and checked
+    to lie inside its roots: the one rule for every path a run reads (the form and the API when a run is
+    configured, the worker before it trains); PathError otherwise."""
+    if field == "model.path":
+        return check_model_path(path)
+    resolved = check_data_path(path, required=True)
+    assert resolved is not None  # required: a path or PathError
     return resolved
 
 

@@ -34,7 +34,8 @@ def register_model(
 
 
 def register_dataset(name: str, train_path: str, val_path: str = "", description: str = "") -> Dataset:
-    """Register a dataset's files under ``name`` and import their rows (idempotent).
+    """Register a dataset's files under ``name`` (the server's names: no owner) and import their rows
+    (idempotent; the name is compared case-folded, as everywhere).
 
     Files unchanged since the newest version's import (same paths, sizes and modification times) are not
     read again, so ``bootstrap`` at every start costs nothing; files with the same contents (a touched
@@ -47,7 +48,7 @@ def register_dataset(name: str, train_path: str, val_path: str = "", description
     files = [SplitFile("train", train, portable(train))]
     if val is not None:
         files.append(SplitFile("val", val, portable(val)))
-    existing = latest(name)
+    existing = latest(name, None)
     if existing is not None and _same_paths(existing, files) and existing.rows.exists():
         if existing.fingerprint != fingerprint(f.path for f in files) or not existing.files:
             records = {f.split: file_record(f.path) for f in files}

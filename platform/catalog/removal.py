@@ -55,13 +55,16 @@ def may_delete(dataset: Dataset, user: Any) -> bool:
     return bool(user.is_superuser or (dataset.created_by_id and dataset.created_by_id == user.pk))
 
 
+def not_allowed(dataset: Dataset) -> str:
+    """Why a user who is neither the creator nor an administrator may not delete the version."""
+    owner = dataset.created_by.get_username() if dataset.created_by else "the command line"
+    return f"{dataset.label} was added by {owner}: only they or an administrator may delete it"
+
+
 def delete_dataset(dataset: Dataset, user: Any) -> str:
     """Delete one version (rows, and an upload's files); the message to show. Raises DeleteRefused."""
     if not may_delete(dataset, user):
-        owner = dataset.created_by.get_username() if dataset.created_by else "the command line"
-        raise DeleteRefused(
-            f"{dataset.label} was added by {owner}: only they or an administrator may delete it", status=403
-        )
+        raise DeleteRefused(not_allowed(dataset), status=403)
     folder = _upload_folder(dataset)
     parked = folder.with_name(f".deleting-{folder.name}-{int(time.time())}") if folder else None
     if folder and parked and folder.is_dir():

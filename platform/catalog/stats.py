@@ -14,7 +14,7 @@ from django.db.models.functions import Mod
 
 from catalog.chat import ChatTemplate, TemplateError, TokenCounter, load_chat_template
 from catalog.models import DatasetRow
-from dapo.data import prompt_messages
+from dapo.data.problems import prompt_messages
 
 TOP_ANSWERS = 15
 BINS = 30

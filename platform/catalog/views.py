@@ -11,18 +11,17 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.db.models import Count, OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from catalog import browse, solve
 from catalog.detail import reward_coverage, row_panel, statistics
 from catalog.forms import RegisterForm, UploadForm
 from catalog.importer import ImportFailed, import_dataset
 from catalog.models import Dataset
-from catalog.removal import DeleteRefused, delete_dataset, may_delete
+from catalog.removal import DeleteRefused, delete_dataset, may_delete, not_allowed
 from catalog.uploads import DatasetUploadHandler, max_upload_bytes
 from catalog.versions import latest
 from dapo.rewards import describe_rewards
@@ -39,17 +38,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 def _render_list(
     request: HttpRequest, upload: UploadForm, register: RegisterForm, status: int = 200, refused: str = ""
 ) -> HttpResponse:
-    counts = dict(Dataset.objects.values_list("name").annotate(n=Count("id")).order_by())
-    newest = Dataset.objects.filter(
-        version=Subquery(
-            Dataset.objects.filter(name=OuterRef("name")).order_by("-version").values("version")[:1]
-        )
-    )
-    datasets = list(newest.select_related("created_by"))
-    for dataset in datasets:  # for the template: the newest version of each name
-        used = solve.runs_using(dataset, request.user)
-        dataset.used_by = sorted({*used["train"], *used["val"]}, key=lambda r: -r.pk)  # type: ignore[attr-defined]
-        dataset.version_count = counts.get(dataset.name, 1)  # type: ignore[attr-defined]
+    datasets = _newest_of_each(request.user)
     context = {
         "datasets": datasets,
         "upload": upload,
@@ -59,6 +48,22 @@ def _render_list(
         "roots": _roots(),
     }
     return render(request, "catalog/list.html", context, status=status)
+
+
+def _newest_of_each(user: Any) -> list[Dataset]:
+    """The newest version of each owner's dataset name (one catalog line each), with its version count
+    and the user's runs that used it, for the list."""
+    lines: dict[tuple[int | None, str], list[Dataset]] = {}
+    for dataset in Dataset.objects.select_related("created_by").order_by("name", "-version", "pk"):
+        lines.setdefault((dataset.created_by_id, dataset.name_key), []).append(dataset)
+    newest = []
+    for versions in lines.values():
+        dataset = versions[0]
+        used = solve.runs_using(dataset, user)
+        dataset.used_by = sorted({*used["train"], *used["val"]}, key=lambda r: -r.pk)  # type: ignore[attr-defined]
+        dataset.version_count = len(versions)  # type: ignore[attr-defined]
+        newest.append(dataset)
+    return newest
 
 
 @csrf_exempt  # the upload handler must be in place before anything reads the body; CSRF is checked below
@@ -156,17 +161,27 @@ def _versions(dataset: Dataset, user: Any) -> list[dict[str, Any]]:
     return out
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def dataset_delete(request: HttpRequest, dataset_id: int) -> HttpResponse:
-    """Delete one version (confirmed on the dataset page); refused while a queued or running run reads it."""
+    """GET: what deleting the version removes, and a form to confirm by typing its version number (as a
+    run's delete asks for the run's number). POST with that number: delete; refused while a queued or
+    running run reads it, and to anyone but its creator or an administrator."""
     dataset = get_object_or_404(Dataset.objects.select_related("created_by"), pk=dataset_id)
+    if not may_delete(dataset, request.user):
+        messages.error(request, f"Not deleted: {not_allowed(dataset)}")
+        return redirect("catalog:detail", dataset_id=dataset.pk)
+    if request.method == "GET":
+        return render(request, "catalog/delete.html", {"dataset": dataset})
+    if request.POST.get("confirm", "").strip().lower().removeprefix("v") != str(dataset.version):
+        error = f"Type the version number, {dataset.version}, to confirm."
+        return render(request, "catalog/delete.html", {"dataset": dataset, "error": error}, status=400)
     try:
         message = delete_dataset(dataset, request.user)
     except DeleteRefused as e:
         messages.error(request, f"Not deleted: {e}")
         return redirect("catalog:detail", dataset_id=dataset.pk)
     messages.success(request, message)
-    remaining = latest(dataset.name)
+    remaining = latest(dataset.name, dataset.created_by)
     return redirect("catalog:detail", dataset_id=remaining.pk) if remaining else redirect("catalog:datasets")
 
 

@@ -1,21 +1,22 @@
 """Metrics as a long CSV (run_id,run_name,step,wall_time,metric,value), streamed in keyset pages.
 
+Written by the product's one CSV writer (runs.csv_export): a run or metric name that could start a
+spreadsheet formula is quoted, values stay numbers.
+
 GET  /runs/compare/metrics.csv?ids=...&metrics=   the compared runs' metrics (?ids= or ?group= as on compare)
 GET  /runs/<id>/metrics.csv                       one run's metrics, same CSV
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import AsyncIterator
-from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connection
 from django.http import HttpRequest, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 from runs.access import run_for
+from runs.csv_export import csv_text
 from runs.models import MetricPoint, Run
 
 from compare.views import chosen_metrics, guarded, resolve_runs
@@ -49,13 +50,11 @@ def _csv_response(runs: list[Run], names: list[str], stem: str) -> StreamingHttp
 
 
 async def _csv_chunks(runs: list[Run], names: list[str]) -> AsyncIterator[str]:
-    yield _csv_lines([CSV_HEADER])
+    yield csv_text([CSV_HEADER])
     for run in runs:
         after: tuple[str, int] = ("", -(2**31))
         while rows := await sync_to_async(_csv_chunk)(run.pk, names, after):
-            yield _csv_lines(
-                [run.pk, run.name, step, _num(wall), name, _num(value)] for name, step, wall, value in rows
-            )
+            yield csv_text([run.pk, run.name, step, wall, name, value] for name, step, wall, value in rows)
             after = (rows[-1][0], rows[-1][1])
 
 
@@ -69,13 +68,3 @@ def _csv_chunk(run_id: int, names: list[str], after: tuple[str, int]) -> list[tu
     with connection.cursor() as cursor:
         cursor.execute(sql, [run_id, *after, *names])
         return cursor.fetchall()
-
-
-def _csv_lines(rows: Any) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(rows)
-    return buffer.getvalue()
-
-
-def _num(value: float | None) -> str:
-    return "" if value is None else repr(value)

@@ -1,15 +1,14 @@
 """Saved comparisons: the compare page's runs, metrics, smoothing and axes under a name, at
 ``/runs/compare/saved/<id>/``, shared read-only with users or groups (the rules: runs.access; the model:
-runs.saved.SavedComparison). Every form answers a mistake with a message and changes nothing."""
+runs.models.SavedComparison). Every form answers a mistake with a message and changes nothing."""
 
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import urlencode
 
-from config.params import DB_ID_MAX
+from core.params import DB_ID_MAX
 from django.contrib import messages
-from django.contrib.auth.models import Group
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -18,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from runs import access, manage
 from runs.manage_views import MAX_SAVED, form_errors
 from runs.models import SavedComparison
+from runs.names import name_problem
 
 from compare.views import CompareError, compare_context, parse_ids, script_json
 
@@ -34,8 +34,10 @@ def comparison_save(request: HttpRequest) -> HttpResponse:
     name = post.get("name", "").strip()
     back = f"{reverse('compare:compare')}?{urlencode({'ids': post.get('ids', '')})}"
     problems: dict[str, str] = {}
-    if not name or len(name) > 200 or any(ord(c) < 32 for c in name):
+    if not name or len(name) > 200:
         problems["name"] = "must be 1 to 200 characters of text"
+    elif problem := name_problem(name):
+        problems["name"] = problem
     try:
         ids = parse_ids(post.get("ids"))
     except CompareError as e:
@@ -89,7 +91,7 @@ def saved_comparison(request: HttpRequest, comparison_id: int) -> HttpResponse:
         "saved": saved,
         "hidden_runs": hidden,
         "can_share": saved.owner_id == request.user.pk or request.user.is_superuser,
-        "all_groups": Group.objects.order_by("name"),
+        **manage.share_choices(request.user, saved.shared_groups.all()),
         "shared_user_names": ", ".join(u.get_username() for u in saved.shared_users.all()),
         "shared_group_names": [g.name for g in saved.shared_groups.all()],
     }
@@ -105,8 +107,10 @@ def saved_comparison(request: HttpRequest, comparison_id: int) -> HttpResponse:
 @require_POST
 def comparison_share(request: HttpRequest, comparison_id: int) -> HttpResponse:
     saved = access.comparison_for(request.user, comparison_id, write=True)
-    users, user_problem = manage.resolve_users(request.POST.get("users", ""), saved.owner)
-    groups, group_problem = manage.resolve_groups(request.POST.getlist("groups"))
+    known = access.shareable_users(request.user, already=saved.shared_users.values("pk"))
+    users, user_problem = manage.resolve_users(request.POST.get("users", ""), saved.owner, known)
+    known_groups = access.shareable_groups(request.user, already=saved.shared_groups.values("pk"))
+    groups, group_problem = manage.resolve_groups(request.POST.getlist("groups"), known_groups)
     if user_problem or group_problem:
         problems = {"users": user_problem or "", "groups": group_problem or ""}
         form_errors(request, "Not shared", {k: v for k, v in problems.items() if v})

@@ -2,6 +2,7 @@
 The metrics CSV (compare.metrics_csv) picks its runs and metrics here too; ablation ladders: compare.ladder.
 
 GET  /runs/compare/?ids=1,2,3 | ?group=NAME   the page (curves of the default metrics embedded)
+     (?runs=1,2,3 is another name for ?ids=, on every view here)
 GET  /runs/compare/data/?ids=...&metrics=a,b   curves of any metric set, every run in one answer
 GET  /runs/compare/validation/?ids=...&step=&problem=   one validation problem's samples in each run
 GET  /runs/compare/groups/                     the user's run groups (for the runs list)
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
-from config.params import DB_ID_MAX, INT32_MAX, BadInteger, int_param
+from core.params import DB_ID_MAX, INT32_MAX, BadInteger, int_param
 from django.db import connection
 from django.db.models import Count, Max
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -26,10 +27,11 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 from runs import access
 from runs.models import MetricPoint, Run, Sample
-from runs.records import distinct_ascending
 from runs.series import metric_series
+from runs.step_values import distinct_ascending
 
-from dapo.config import ConfigError, RunConfig, config_diff, flatten
+from compare.config_rows import diff_rows
+from dapo.runconfig import flatten
 
 MAX_RUNS = 30
 MAX_METRICS = 40
@@ -39,7 +41,7 @@ SAMPLE_CHARS = 4000
 DEFAULT_METRICS = ["critic/score/mean", "response_length/mean", "actor/entropy"]
 TOKEN_METRICS = ("train/response_length/mean", "train/num_prompts_generated")
 """Generated tokens of a step = mean response length over every sample generated (groups dropped by dynamic
-sampling included) × prompts generated × rollout.n (dapo.batching.step_metrics, dapo.sampling)."""
+sampling included) × prompts generated × rollout.n (dapo.loop.batching.step_metrics, dapo.algo.sampling)."""
 SERIES_COLOURS = 10
 """Runs are drawn in the colours --series-1 .. --series-10 of app.css (charts.js reads them): a run's
 ``series`` number picks one; past ten runs the dash changes."""
@@ -58,7 +60,7 @@ class CompareError(Exception):
 def resolve_runs(request: HttpRequest) -> list[Run]:
     """The runs of ``?ids=1,2,3`` (in that order) or of ``?group=NAME`` (oldest first) that this user may
     see. A run that is missing or not theirs is a 404 (the same message either way); bad input a 400."""
-    raw_ids, group = request.GET.get("ids"), request.GET.get("group")
+    raw_ids, group = ids_param(request.GET), request.GET.get("group")
     if "\x00" in (raw_ids or "") + (group or ""):
         raise CompareError(400, "The query contains a NUL character.")
     visible = access.visible_runs(request.user).select_related("owner")
@@ -75,6 +77,12 @@ def resolve_runs(request: HttpRequest) -> list[Run]:
         if i not in found:
             raise CompareError(404, f"No run #{i} among your runs.")
     return [found[i] for i in ids]
+
+
+def ids_param(query: Any) -> str | None:
+    """``?ids=``, or its alias ``?runs=`` (the name a reader guesses from the page); ``ids`` wins."""
+    raw = query.get("ids")
+    return query.get("runs") if raw is None else raw
 
 
 def parse_ids(raw: str | None) -> list[int]:
@@ -218,24 +226,6 @@ def generated_tokens(run: Run) -> dict[str, list]:
     return {"steps": steps, "cum": cum}
 
 
-def diff_rows(runs: list[Run]) -> list[dict[str, Any]]:
-    """The config keys whose values differ between the runs, each with every run's value as text."""
-    try:
-        diff = config_diff([RunConfig.from_dict(run.config) for run in runs])
-    except ConfigError:  # a config stored by an older version: compare what was stored
-        flats = [flatten(run.config) for run in runs]
-        keys = sorted(set().union(*flats))
-        diff = {k: [f.get(k) for f in flats] for k in keys if len({json.dumps(f.get(k)) for f in flats}) > 1}
-    return [
-        {"key": key, "cells": [{"text": _text(v), "same": _text(v) == _text(values[0])} for v in values]}
-        for key, values in diff.items()
-    ]
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
 def chosen_metrics(raw: str | None, names: list[str], runs: list[Run]) -> list[str]:
     if raw is None:
         return default_metrics(names, runs)
@@ -245,7 +235,11 @@ def chosen_metrics(raw: str | None, names: list[str], runs: list[Run]) -> list[s
 
 def _query(request: HttpRequest) -> dict[str, str]:
     """The part of the query that names the runs, for the page's links."""
-    return {k: request.GET[k] for k in ("ids", "group") if k in request.GET}
+    ids = ids_param(request.GET)
+    return {
+        **({"ids": ids} if ids is not None else {}),
+        **{k: request.GET[k] for k in ("group",) if k in request.GET},
+    }
 
 
 # ---- views -------------------------------------------------------------------------------------------

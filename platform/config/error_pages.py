@@ -1,10 +1,10 @@
 """Our own "page not found" everywhere, even while debugging.
 
-With ``DJANGO_DEBUG=false`` Django renders ``404.html`` and ``500.html`` (frontend/templates) itself. With
-debugging on (``make demo``) it answered a missing page with its technical page, which lists every URL
-pattern of the site and leads nowhere; this middleware puts our 404 page, with its way back, in place of
-that one for pages a browser asks for. The API keeps its JSON answers; a server error while debugging keeps
-Django's traceback page, which a developer needs.
+With ``DJANGO_DEBUG=false`` (the default) Django renders ``404.html`` and ``500.html`` (frontend/templates)
+itself. With ``DJANGO_DEBUG=true`` it answered a missing page with its technical page, which lists every
+URL pattern of the site and leads nowhere; this middleware puts our 404 page, with its way back, in place
+of that one for pages a browser asks for. The API keeps its JSON answers; a server error while debugging
+keeps Django's traceback page, which a developer needs.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Django settings, all from the environment (see the README's table of variables).
+"""Django settings, all from the environment (docs/configuration.md lists every variable).
 
 Strict helpers: a malformed value (``DJANGO_DEBUG=maybe``) stops the process with a message naming the
 variable, instead of silently falling back to a default.
@@ -14,6 +14,9 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from config.queues import queues
+from config.secret_key import stored_key
 
 BASE_DIR = Path(__file__).resolve().parents[2]  # the repository root (platform/config/settings.py)
 
@@ -47,23 +50,30 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
 
 
+def env_positive(name: str, default: int) -> int:
+    """A limit: an integer of at least 1."""
+    value = env_int(name, default)
+    if value < 1:
+        raise ImproperlyConfigured(f"{name} must be at least 1, got {value}")
+    return value
+
+
 def env_list(name: str, default: str, sep: str = ",") -> list[str]:
     return [item.strip() for item in env_str(name, default).split(sep) if item.strip()]
 
 
 # ---- core -------------------------------------------------------------------------------------------
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY is required when DJANGO_DEBUG is false")
-    SECRET_KEY = "insecure-development-key-set-DJANGO_SECRET_KEY-in-production"
+DEBUG = env_bool("DJANGO_DEBUG", False)
+"""Off unless asked for: its pages show tracebacks and settings, and its 404 page every URL of the site.
+The test environment turns it on (tests/platform/support.py); `make demo` runs without it."""
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 
 DAPO_VAR_DIR = Path(env_str("DAPO_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 DAPO_VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite cannot create its file in a missing folder
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "") or stored_key(DAPO_VAR_DIR)
+"""DJANGO_SECRET_KEY, else a key generated once into DAPO_VAR_DIR/secret_key (config/secret_key.py)."""
 DAPO_MODEL_ROOTS = [
     Path(p).resolve()
     for p in env_list("DAPO_MODEL_ROOTS", f"{BASE_DIR / 'assets'}:{DAPO_VAR_DIR / 'models'}", sep=":")
@@ -78,9 +88,15 @@ DAPO_MAX_UPLOAD_MB = env_int("DAPO_MAX_UPLOAD_MB", 512)
 """Largest dataset file an upload may send; the upload stops (and is deleted) as soon as it passes this."""
 if DAPO_MAX_UPLOAD_MB < 1:
     raise ImproperlyConfigured(f"DAPO_MAX_UPLOAD_MB must be at least 1, got {DAPO_MAX_UPLOAD_MB}")
+DAPO_DATASET_MAX_ROWS = env_positive("DAPO_DATASET_MAX_ROWS", 5_000_000)
+"""Rows one imported dataset file may hold, repeats included (DAPO-Math-17k's parquet has 1.8M)."""
+DAPO_DATASET_MAX_FIELD_CHARS = env_positive("DAPO_DATASET_MAX_FIELD_CHARS", 100_000)
+"""Characters one value of an imported row may hold (a prompt's message, an answer, any other column)."""
+DAPO_DATASET_MAX_MB = env_positive("DAPO_DATASET_MAX_MB", 4096)
+"""Decompressed data one imported file may hold (parquet: its text written out; JSON lines: the file)."""
 DAPO_API_MAX_BODY_BYTES = env_int("DAPO_API_MAX_BODY_BYTES", 1_048_576)
 """Largest JSON body the API reads (a run's whole config is a few kB); larger bodies get 413."""
-DAPO_RUNNER = env_str("DAPO_RUNNER", "dapo.runner:run")
+DAPO_RUNNER = env_str("DAPO_RUNNER", "dapo.loop.runner:run")
 """module:function of the trainer entry point the worker calls (a custom trainer can be plugged in)."""
 DAPO_LEASE_SECONDS = env_int("DAPO_LEASE_SECONDS", 120)
 """A run's lease lasts this long without a heartbeat; a dead worker's run can be claimed again after it."""
@@ -90,8 +106,15 @@ DAPO_DB_RETRY_S = env_int("DAPO_DB_RETRY_S", 60)
 """How long the worker retries a database write (a step's report, a checkpoint, the final status) while
 the database is unavailable, with backoff, before the error counts."""
 RAY_ADDRESS = os.environ.get("RAY_ADDRESS", "")
+DAPO_QUOTA_RUNS = env_int("DAPO_QUOTA_RUNS", 40)
+"""Each user's queued and running runs at once (0: no cap), unless the admin's Run quotas say otherwise."""
+DAPO_QUOTA_STEPS = env_int("DAPO_QUOTA_STEPS", 100_000)
+"""Each user's queued and running runs' ``optim.total_steps`` summed (0: no cap), unless the admin's Run
+quotas say otherwise: one run of 10,000,000 steps would hold a worker for weeks."""
+if DAPO_QUOTA_RUNS < 0 or DAPO_QUOTA_STEPS < 0:
+    raise ImproperlyConfigured("DAPO_QUOTA_RUNS and DAPO_QUOTA_STEPS must be 0 (no cap) or more")
 
-# ---- notifications (runs.notifications) -----------------------------------------------------------------
+# ---- notifications (notifications) -----------------------------------------------------------------
 
 DAPO_SITE_URL = env_str(
     "DAPO_SITE_URL", f"http://{env_str('DAPO_HOST', '127.0.0.1')}:{env_str('DAPO_PORT', '8000')}"
@@ -114,6 +137,18 @@ EMAIL_TIMEOUT = env_int("DJANGO_EMAIL_TIMEOUT", 10)
 DEFAULT_FROM_EMAIL = env_str("DJANGO_DEFAULT_FROM_EMAIL", "dapo@localhost")
 DAPO_EMAIL_NOTIFICATIONS = bool(EMAIL_HOST) or "DJANGO_EMAIL_BACKEND" in os.environ
 """E-mail is offered only when an administrator configured a mail server (or another backend)."""
+# Rate limits on mail the site sends on request (runs.throttle), each a count per hour; a refusal is a 429
+# that says when to retry, and a throttled notification e-mail is recorded as such on the settings page.
+DAPO_NOTIFY_MAIL_PER_HOUR = env_positive("DAPO_NOTIFY_MAIL_PER_HOUR", 30)
+"""Notification e-mails (events and tests) per user."""
+DAPO_NOTIFY_TEST_PER_HOUR = env_positive("DAPO_NOTIFY_TEST_PER_HOUR", 5)
+"""Presses of "Send a test" (page or API) per user."""
+DAPO_NOTIFY_VERIFY_PER_HOUR = env_positive("DAPO_NOTIFY_VERIFY_PER_HOUR", 5)
+"""Verification links mailed to a new notification address, per user."""
+DAPO_RESET_PER_ADDRESS_PER_HOUR = env_positive("DAPO_RESET_PER_ADDRESS_PER_HOUR", 10)
+"""Password-reset requests per client address."""
+DAPO_RESET_PER_EMAIL_PER_HOUR = env_positive("DAPO_RESET_PER_EMAIL_PER_HOUR", 3)
+"""Password-reset requests per e-mail address typed in (whether an account has it or not)."""
 
 HAS_SPECTACULAR = importlib.util.find_spec("drf_spectacular") is not None
 
@@ -132,14 +167,19 @@ INSTALLED_APPS = [
     *(["drf_spectacular"] if HAS_SPECTACULAR else []),
     "catalog",
     "runs",
+    "notifications",
+    "sweeps",
     "inspector",
     "compare",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "config.security_headers.content_security_policy",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "core.security_headers.content_security_policy",
+    "whitenoise.middleware.WhiteNoiseMiddleware",  # static files answer here, compressed when collected
+    # pages and JSON gzipped (a run page's 151 KB of HTML and embedded curves: ~20 KB); below WhiteNoise so
+    # static files never pass through it. Django adds random bytes to each gzip header against BREACH.
+    "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -268,8 +308,11 @@ USE_TZ = True
 # ---- Redis: Celery broker and the channel layer -----------------------------------------------------
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
-DAPO_QUEUE = env_str("DAPO_QUEUE", "training")
+DAPO_QUEUE = queues(os.environ).training.name
 """The Celery queue of training runs (tests use one of their own, so concurrent test runs never mix)."""
+DAPO_SHORT_QUEUE = env_str("DAPO_SHORT_QUEUE", "")
+"""The queue of exports and evaluations when set; else derived from DAPO_QUEUE (config.queues)."""
+queues(os.environ)  # a short queue named like the training queue fails at start, not at the first export
 
 CHANNEL_LAYERS = {
     "default": {
@@ -290,7 +333,7 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_TASK_DEFAULT_QUEUE = DAPO_QUEUE
-CELERY_TASK_ROUTES = {"worker.tasks.*": {"queue": DAPO_QUEUE}}
+CELERY_TASK_ROUTES = {"worker.tasks.*": {"queue": DAPO_QUEUE}}  # runs.dispatch names the queue of each task
 CELERY_TASK_ACKS_LATE = True  # a worker killed mid-run leaves the message to be redelivered
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # one run at a time per worker process

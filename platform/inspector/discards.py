@@ -16,7 +16,7 @@ from django.db.models import Count
 from runs.models import MetricPoint, Run, Sample
 
 GROUP_REASONS = ("all_correct", "all_wrong", "no_variance", "surplus")
-"""A group's reasons (dapo.sampling.DISCARD_REASONS)."""
+"""A group's reasons (dapo.algo.sampling.DISCARD_REASONS)."""
 SAMPLE_REASONS = ("overlong",)
 """A sample's own reason, within a trained group."""
 REASONS: dict[str, tuple[str, str]] = {

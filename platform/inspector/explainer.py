@@ -1,6 +1,6 @@
 """The objective explainer of the token view: for each token of a trained sample with token data, what the
-DAPO loss did with it at the sample's first optimiser step (dapo.explain, the same formulas as dapo.loss,
-on the old and new log-probs the learner recorded and the mini-batch counts of the update).
+DAPO loss did with it at the sample's first optimiser step (dapo.algo.explain, the same formulas as
+dapo.algo.loss, on the old and new log-probs the learner recorded and the mini-batch counts of the update).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 from runs.models import MetricPoint, Run, Sample
 
-from dapo.config import AlgorithmConfig
-from dapo.explain import RULES, token_terms, token_weight
+from dapo.algo.explain import RULES, token_terms, token_weight
+from dapo.runconfig import AlgorithmConfig
 
 
 def _section(run: Run, name: str) -> dict[str, Any]:
@@ -26,7 +26,7 @@ def _number(value: Any) -> float | None:
 
 
 def explain_tokens(run: Run, sample: Sample, clip: dict[str, float | None]) -> dict[str, Any] | None:
-    """Per-token terms (``dapo.explain.TokenTerms`` as dicts, None where a log-prob is missing) and the
+    """Per-token terms (``dapo.algo.explain.TokenTerms`` as dicts, None where a log-prob is missing) and the
     context they were computed in; None when the sample has no recorded old and new log-probs (not
     trained, beyond ``logging.token_data_samples_per_step``, or recorded before the explainer existed)."""
     info = sample.update_info if isinstance(sample.update_info, dict) else None
@@ -61,7 +61,7 @@ def explain_tokens(run: Run, sample: Sample, clip: dict[str, float | None]) -> d
         t = token_terms(
             o,
             w,
-            sample.advantage,
+            sample.advantage or 0.0,  # null only on external runs' samples, which hold no tokens
             clip_low=low,
             clip_high=high,
             clip_c=clip["clip_c"],

@@ -5,14 +5,13 @@ stays flat however large the export; JSONL and CSV stream as they are read, parq
 by row group to a temporary file and streamed from there (its footer comes last). Under ASGI the chunks
 are pulled through an async iterator: Django would otherwise read a sync stream whole into memory first.
 
-Model text is kept exact in JSONL and parquet. In CSV, a text cell that starts with = + - @ (or a tab or
-carriage return) gets a leading ' so a spreadsheet shows it instead of running it as a formula.
+Model text is kept exact in JSONL and parquet. CSV goes through the product's one CSV writer
+(runs.csv_export): a text cell that starts with = + - @ (or a tab or carriage return) gets a leading ' so a
+spreadsheet shows it instead of running it as a formula.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -22,6 +21,7 @@ from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from runs.csv_export import csv_text
 from runs.models import Run, Sample
 
 from inspector.sample_filter import SampleFilter
@@ -41,7 +41,6 @@ FIELDS = [
     *Sample.SCORING_FIELDS,
 ]
 TOKEN_FIELDS = Sample.TOKEN_FIELDS
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 FORMATS = {
     "jsonl": "application/x-ndjson; charset=utf-8",
     "csv": "text/csv; charset=utf-8",
@@ -66,15 +65,6 @@ def iter_rows(qs: Any, steps: list[int], fields: list[str]) -> Iterator[dict[str
             last = chunk[-1]["sample_index"]
 
 
-def csv_cell(value: Any) -> Any:
-    """A value as a spreadsheet-safe CSV cell: text that could start a formula gets a leading quote."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str) and value.startswith(FORMULA_START):
-        return "'" + value
-    return value
-
-
 def jsonl_chunks(rows: Iterator[dict[str, Any]]) -> Iterator[bytes]:
     lines: list[str] = []
     for row in rows:
@@ -87,16 +77,13 @@ def jsonl_chunks(rows: Iterator[dict[str, Any]]) -> Iterator[bytes]:
 
 
 def csv_chunks(rows: Iterator[dict[str, Any]]) -> Iterator[bytes]:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(FIELDS)
-    for i, row in enumerate(rows, 1):
-        writer.writerow([csv_cell(row[name]) for name in FIELDS])
-        if i % CHUNK_ROWS == 0:
-            yield buffer.getvalue().encode()
-            buffer.seek(0)
-            buffer.truncate()
-    yield buffer.getvalue().encode()
+    batch: list[list[Any]] = [FIELDS]
+    for row in rows:
+        batch.append([row[name] for name in FIELDS])
+        if len(batch) >= CHUNK_ROWS:
+            yield csv_text(batch).encode()
+            batch = []
+    yield csv_text(batch).encode()
 
 
 def parquet_file(rows: Iterator[dict[str, Any]]) -> IO[bytes]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from config.params import INT32_MAX
+from core.params import INT32_MAX
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -116,7 +116,7 @@ def group_columns(run: Run, split: str, step: int, group: int, sort: str) -> dic
         "ground_truth": head.ground_truth,
         "problem_index": rows[0]["problem_index"],
         "columns": rows,
-        "correct": sum(r["acc"] for r in rows),
+        "correct": sum(1 for r in rows if r["acc"]),
     }
 
 

@@ -11,13 +11,13 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from config.params import INT32_MAX, BadInteger, int_param
+from core.params import INT32_MAX, BadInteger, int_param
 from django.db.models import FloatField, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from django.http import QueryDict
 from runs.models import Run, Sample
-from runs.records import REASON_FILTERS, filter_by_reason
+from runs.step_values import REASON_FILTERS, filter_by_reason
 
 MAX_K = 500
 MAX_QUERY_CHARS = 200
@@ -66,7 +66,7 @@ class SampleFilter:
     problem: int | None = None
     q: str = ""
     reason: str = ""
-    """Why the step did not train on it (runs.records.REASON_FILTERS): "" any."""
+    """Why the step did not train on it (runs.step_values.REASON_FILTERS): "" any."""
     part: str = ""
     """A reward part to compare (PART_FIELDS or reward/<name>), with ``part_op`` and ``part_value``."""
     part_op: str = ""

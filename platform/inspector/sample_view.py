@@ -10,7 +10,7 @@ from typing import Any
 
 from runs.models import Run, Sample
 
-from dapo.config import AlgorithmConfig
+from dapo.runconfig import AlgorithmConfig
 
 
 def clip_params(run: Run) -> dict[str, float | None]:
@@ -29,7 +29,7 @@ def clip_params(run: Run) -> dict[str, float | None]:
 def clip_flag(
     ratio: float | None, advantage: float, clip_low: float, clip_high: float, clip_c: float | None
 ) -> str:
-    """How dapo.loss.policy_loss treated a token (docs/dapo.md §2), from its ratio and advantage:
+    """How dapo.algo.loss.policy_loss treated a token (docs/dapo.md §2), from its ratio and advantage:
     "high" where A > 0 and the surrogate is clipped at 1 + ε_high (pg2 > pg1), "low" where A < 0 and it
     is clipped at 1 − ε_low (pg2 > pg1), "dual" where A < 0 and the dual clip −A·c binds; "" otherwise."""
     if ratio is None:
@@ -57,7 +57,8 @@ def token_view(sample: Sample, clip: dict[str, float | None]) -> dict[str, Any] 
 
     ratio = aligned(sample.token_ratio)
     low, high, c = clip["clip_low"] or 0.0, clip["clip_high"] or 0.0, clip["clip_c"]
-    flags = [clip_flag(r, sample.advantage, low, high, c) for r in ratio] if ratio else None
+    advantage = sample.advantage or 0.0  # null only on external runs' samples, which hold no tokens
+    flags = [clip_flag(r, advantage, low, high, c) for r in ratio] if ratio else None
     counts = {k: (flags or []).count(k) for k in ("high", "low", "dual")}
     return {
         "tokens": [str(t) for t in sample.tokens],

@@ -13,7 +13,7 @@ import bisect
 from dataclasses import replace
 from typing import Any
 
-from config.params import INT32_MAX
+from core.params import INT32_MAX
 from django.db.models import Avg, BooleanField, Count, ExpressionWrapper, Max, Q, QuerySet
 from django.db.models.functions import Length, Substr
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
@@ -23,7 +23,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 from runs.access import run_for
 from runs.models import Run, Sample
-from runs.records import distinct_ascending
+from runs.step_values import distinct_ascending
 
 from inspector import exports
 from inspector.curves import key_curves, nearest_step

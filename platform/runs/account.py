@@ -1,23 +1,32 @@
-"""Account security: the user's API token page (show, create, replace, revoke) and the page of a throttled
-login.
+"""Account security: the user's API token page (show, create, replace, revoke), the account e-mail page, the
+rate-limited password-reset form, and the page of a throttled login.
 
 A revoked or replaced token is deleted at once, so the next request that presents it gets 401; so is the
-token of a user whose password changes.
+token of a user whose password changes. The account e-mail, where password resets go, changes only here in
+the browser with the current password: with an API token alone it would be an account takeover (set it,
+then ask for a reset).
 """
 
 from __future__ import annotations
 
 from typing import Any, cast
 
+from django import forms
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import authenticate
+from django.contrib.auth.forms import PasswordResetForm
 from django.contrib.auth.models import User
+from django.contrib.auth.views import PasswordResetView
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 from rest_framework.authtoken.models import Token
+
+from runs import throttle
 
 
 @require_http_methods(["GET", "POST"])
@@ -37,6 +46,61 @@ def api_token(request: HttpRequest) -> HttpResponse:
             messages.info(request, "Your token was revoked: requests that send it now get 401.")
         return redirect("api-token")  # POST-redirect-GET: a reload never replaces the token again
     return render(request, "runs/token.html", {"token": _token_of(user)})
+
+
+class AccountEmailForm(forms.Form):
+    email = forms.EmailField(
+        label="New e-mail", max_length=254, widget=forms.EmailInput(attrs={"autocomplete": "email"})
+    )
+    password = forms.CharField(
+        label="Current password",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+    )
+
+    def __init__(self, request: HttpRequest, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.request = request
+
+    def clean_password(self) -> str:
+        """Checked as a login checks it, so django-axes counts a wrong one and locks out a guesser."""
+        password = self.cleaned_data["password"]
+        user = cast(User, self.request.user)
+        found = authenticate(self.request, username=user.get_username(), password=password)
+        if found is None or found.pk != user.pk:
+            raise forms.ValidationError("That is not your current password.")
+        return password
+
+
+@require_http_methods(["GET", "POST"])
+def account_email(request: HttpRequest) -> HttpResponse:
+    """Change the account's e-mail with the current password (a session only: the API refuses it)."""
+    user = cast(User, request.user)  # the login middleware lets no anonymous visitor (nor token) here
+    form = AccountEmailForm(request, data=request.POST if request.method == "POST" else None)
+    if request.method == "POST":
+        if not form.is_valid():
+            return render(request, "runs/account_email.html", {"form": form}, status=400)
+        user.email = form.cleaned_data["email"]
+        user.save(update_fields=["email"])
+        messages.info(request, f"Your account e-mail is now {user.email}: password resets go there.")
+        return redirect("account-email")
+    return render(request, "runs/account_email.html", {"form": form})
+
+
+class ThrottledPasswordReset(PasswordResetView):
+    """Django's password-reset form, at most ``DAPO_RESET_PER_ADDRESS_PER_HOUR`` requests per client
+    address and ``DAPO_RESET_PER_EMAIL_PER_HOUR`` per e-mail address typed in. An address is counted whether
+    an account has it or not, so a 429 tells nothing about accounts; a refused request counts nothing."""
+
+    def form_valid(self, form: PasswordResetForm) -> HttpResponse:
+        refused = throttle.take(
+            (throttle.RESET_BY_ADDRESS, throttle.client_address(self.request)),
+            (throttle.RESET_BY_EMAIL, form.cleaned_data["email"].strip().lower()),
+        )
+        if refused:
+            context = {"back": reverse("login")}
+            return throttle.too_many(self.request, refused, "registration/throttled.html", context)
+        return super().form_valid(form)
 
 
 def locked_out(request: HttpRequest, response: Any = None, credentials: dict | None = None) -> HttpResponse:

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from runs.models import Checkpoint, Run
+from runs.models import Checkpoint, Run, RunQuota
 
 
 class CheckpointInline(admin.TabularInline):
@@ -16,3 +16,13 @@ class RunAdmin(admin.ModelAdmin):
     search_fields = ["name", "owner__username"]
     readonly_fields = ["lease_owner", "lease_expires", "heartbeat_at", "attempts", "latest_metrics"]
     inlines = [CheckpointInline]
+
+
+@admin.register(RunQuota)
+class RunQuotaAdmin(admin.ModelAdmin):
+    """Per-user caps on queued and running runs and their steps (runs.models.quotas); the site's defaults are
+    DAPO_QUOTA_RUNS and DAPO_QUOTA_STEPS. A superuser with a row here is capped like anyone."""
+
+    list_display = ["user", "max_runs", "max_steps"]
+    search_fields = ["user__username"]
+    autocomplete_fields = ["user"]

@@ -6,6 +6,7 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
 
     def ready(self) -> None:
-        # Connects the signal that revokes a user's API token when the password changes, in every process
-        # (web, worker, manage.py changepassword), not only in those that load the URLconf.
-        from runs import account  # noqa: F401
+        # Connects, in every process (web, worker, manage.py changepassword), not only in those that load
+        # the URLconf, the signals that revoke a user's API token when the password changes and that close
+        # the open websockets of users who lost access to a run.
+        from runs import access_signals, account  # noqa: F401

@@ -1,6 +1,6 @@
 """From what a user sends (a preset, a config, dotted overrides, catalog picks) to a validated RunConfig.
 
-Every problem is reported as ``{dotted field: message}`` (the keys of dapo.config.ConfigError), so the form
+Every problem is reported as ``{dotted field: message}`` (the keys of dapo.runconfig.ConfigError), so the form
 shows each message beside its field and the API returns them as they are. Nothing is saved on error.
 """
 
@@ -10,11 +10,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from catalog.models import BaseModel, Dataset
-from catalog.paths import PathError, check_data_path, check_model_path
+from catalog.paths import PathError, resolve_path
+from core.params import int_or_none
 
-from dapo.config import ConfigError, RunConfig, is_unicode, shown
-from dapo.presets import PRESETS, get_preset
-from runs.planning import memory_errors
+from dapo.runconfig import ConfigError, RunConfig, shown
+from dapo.runconfig.presets import PRESETS, get_preset
+from runs.names import name_problem
+from runs.planning import model_errors
 
 Errors = dict[str, str]
 
@@ -28,7 +30,9 @@ def build_config(
     dataset: Dataset | None = None,
 ) -> tuple[RunConfig | None, Errors]:
     """A validated config, or None and the errors. ``config`` wins over ``preset``; then the catalog
-    picks; then ``overrides`` ({"optim.lr": 1e-5}); then the paths are checked."""
+    picks; then ``overrides`` ({"optim.lr": 1e-5}); then the paths are checked. A data path written in
+    ``config`` or ``overrides`` that is not the picked dataset version's file is an error on that field
+    (a preset's demo files are what a pick replaces)."""
     base, errors = _base(preset, config)
     if base is None:
         return None, errors
@@ -38,13 +42,30 @@ def build_config(
             picks.update(entry.config_overrides())
     if overrides is not None and not isinstance(overrides, Mapping):
         return None, {"overrides": "must be an object of dotted field names to values"}
+    if dataset is not None and (disagree := dataset.disagreements(written_data_paths(config, overrides))):
+        return None, disagree
     try:
         cfg = base.with_overrides({**picks, **(overrides or {})})
     except ConfigError as e:
         return None, e.errors
     errors = check_paths(cfg) | nul_errors(cfg.flat())
-    errors = errors or memory_errors(cfg)  # runs.planning: a GPU run must fit its declared GPU memory
+    errors = errors or model_errors(cfg)  # runs.planning: a trainable family; a GPU run fits its memory
     return (None, errors) if errors else (cfg, {})
+
+
+def posted_dataset(post: Mapping[str, Any]) -> Dataset | None:
+    """The version the new-run form's menu picked (it posts an id), or None."""
+    return Dataset.objects.filter(pk=int_or_none(post.get("dataset")) or 0).first()
+
+
+def written_data_paths(config: Any, overrides: Any) -> dict[str, Any]:
+    """The train and validation paths a user wrote: in ``config``'s data section, then ``overrides``."""
+    data = config.get("data") if isinstance(config, Mapping) else None
+    data = data if isinstance(data, Mapping) else {}
+    written = {f"data.{k}": data[k] for k in ("train_path", "val_path") if k in data}
+    if isinstance(overrides, Mapping):
+        written |= {k: overrides[k] for k in ("data.train_path", "data.val_path") if k in overrides}
+    return written
 
 
 def nul_errors(flat: Mapping[str, Any]) -> Errors:
@@ -70,19 +91,13 @@ def _base(preset: str | None, config: Any) -> tuple[RunConfig | None, Errors]:
 
 
 def check_paths(cfg: RunConfig) -> Errors:
-    """Model directory inside the model roots; data files present."""
+    """Every path the run reads (``RunConfig.file_paths``) inside its roots and present, by field."""
     errors: Errors = {}
-    checks = [
-        ("model.path", lambda: check_model_path(cfg.model.path)),
-        ("data.train_path", lambda: check_data_path(cfg.data.train_path, required=True)),
-        ("data.val_path", lambda: check_data_path(cfg.data.val_path, required=False)),
-        *(("data.val_paths", lambda p=p: check_data_path(p, required=True)) for p in cfg.data.val_paths),
-    ]
-    for name, check in checks:
+    for name, path in cfg.file_paths():
         if name in errors:  # data.val_paths: the first bad file
             continue
         try:
-            check()
+            resolve_path(name, path)
         except PathError as e:
             errors[name] = str(e)
         except (OSError, RuntimeError, ValueError) as e:  # too long a name, "~nobody/", a surrogate
@@ -95,8 +110,6 @@ def validate_name(name: Any) -> Errors:
         return {"name": "give the run a name"}
     if len(name) > 200:
         return {"name": "is too long (200 characters at most)"}
-    if any(ord(c) < 32 for c in name):
-        return {"name": "must not contain control characters"}
-    if not is_unicode(name):
-        return {"name": "must be valid Unicode text"}
+    if problem := name_problem(name):
+        return {"name": problem}
     return {}

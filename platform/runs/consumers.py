@@ -1,5 +1,10 @@
 """The websocket of a run (``/ws/runs/<id>/``): checks access, sends a snapshot, relays live events.
 
+Access is checked again whenever it may have been taken away (a ``run.access`` message from
+runs.access_signals: the run unshared, the user out of the group, a comparison unshared...), and before
+relaying an event once ACCESS_RECHECK_S passed since the last check (for changes no signal sees, such as
+a bulk ``update()``). A socket that lost access is closed with 4004 and relays nothing more.
+
 Close codes: 4001 not logged in, 4004 no such run for this user (another user's run looks missing),
 4013 a message over MAX_FRAME_CHARS, 4029 a client that kept sending faster than the rate limit, 4503 the
 channel layer is unavailable (Redis restarting: the page reconnects and catches up from the database).
@@ -24,11 +29,11 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from config.params import DB_ID_MAX, int_or_none
+from core.params import DB_ID_MAX, int_or_none
 from redis.exceptions import RedisError
 
-from runs.access import find_run
-from runs.events import group_name
+from runs.access import find_run, still_readable
+from runs.events import group_name, user_group_name
 from runs.models import Run
 from runs.series import snapshot
 
@@ -49,10 +54,14 @@ RATE_BURST = 20.0
 MAX_DROPPED = 100
 """Messages over the rate limit that are ignored before the connection is closed."""
 CATCHUP_MIN_INTERVAL_S = 0.5
+ACCESS_RECHECK_S = 5.0
+"""Relaying an event checks access again once this long passed since the last check."""
 
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
+    user_group: str | None = None
+    access_checked_at = 0.0
     pending_after: int | None = None
     catchup_task: asyncio.Task | None = None
 
@@ -76,9 +85,11 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if self.run is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        self.last_catchup = 0.0
+        self.last_catchup, self.access_checked_at = 0.0, time.monotonic()
         await self.channel_layer.group_add(group_name(self.run.pk), self.channel_name)
         self.group = group_name(self.run.pk)  # only now: disconnect() leaves only a group it joined
+        await self.channel_layer.group_add(user_group_name(user.pk), self.channel_name)
+        self.user_group = user_group_name(user.pk)
         query = parse_qs(self.scope.get("query_string", b"").decode())
         after = int_or_none(query.get("after", [None])[0], low=-DB_ID_MAX)
         await self._send_snapshot("snapshot", _step(after))
@@ -86,9 +97,14 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.catchup_task is not None:
             self.catchup_task.cancel()
-        if self.group:
+        await self._leave_groups()
+
+    async def _leave_groups(self) -> None:
+        groups = [g for g in (self.group, self.user_group) if g]
+        self.group = self.user_group = None  # nothing is relayed or answered from now on
+        for group in groups:
             with contextlib.suppress(Exception):  # Redis away: its group entries expire by themselves
-                await self.channel_layer.group_discard(self.group, self.channel_name)
+                await self.channel_layer.group_discard(group, self.channel_name)
 
     async def websocket_receive(self, message: dict[str, Any]) -> None:
         await self.receive(text_data=message.get("text"), bytes_data=message.get("bytes"))
@@ -136,11 +152,37 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await asyncio.sleep(delay)
         after, self.pending_after = self.pending_after, None
         self.last_catchup = time.monotonic()
-        if after is not None:
+        if after is not None and await self._may_send():
             await self._send_snapshot("catchup", _step(after))
 
     async def run_event(self, message: dict[str, Any]) -> None:
-        await self.send_json(message["event"])
+        # "deleted" goes out unchecked (the check would find no run): the page says so, and tells nothing
+        deleted = message["event"].get("type") == "deleted" and self.group is not None
+        if deleted or await self._may_send():
+            await self.send_json(message["event"])
+
+    async def _may_send(self) -> bool:
+        """Whether to send anything more: the socket still serves this run (not closed for lost access;
+        a message already queued is dropped), and access was checked in the last ACCESS_RECHECK_S (else
+        it is checked again now)."""
+        if self.group is None:
+            return False
+        return time.monotonic() - self.access_checked_at <= ACCESS_RECHECK_S or await self._allowed()
+
+    async def run_access(self, message: dict[str, Any]) -> None:
+        """Access may have changed (runs.access_signals): check it again now."""
+        if self.group is not None:
+            await self._allowed()
+
+    async def _allowed(self) -> bool:
+        """Whether this user may still read the run; if not, the socket leaves its groups and closes with
+        4004, as for a run they never could see."""
+        allowed = await database_sync_to_async(still_readable)(self.scope["user"].pk, self.run.pk)
+        self.access_checked_at = time.monotonic()
+        if not allowed:
+            await self._leave_groups()
+            await self.close(code=CLOSE_NOT_FOUND)
+        return allowed
 
     async def _send_snapshot(self, kind: str, after: int | None) -> None:
         # a catch-up fills a gap of steps; hardware samples come whole with each (re)connection's snapshot

@@ -6,15 +6,23 @@ by name through the Celery app of ``config.celery``, which ``worker.app`` extend
 
 from __future__ import annotations
 
+from config.queues import queues
 from django.conf import settings
 from django.db import transaction
 
 
-def send(task: str, run_id: int) -> None:
+def queue_of(task: str, *, evaluation: bool = False) -> str:
+    """The training queue, or for an export or an evaluation the short jobs' queue (config.queues)."""
+    named = queues({"DAPO_QUEUE": settings.DAPO_QUEUE, "DAPO_SHORT_QUEUE": settings.DAPO_SHORT_QUEUE})
+    return named.for_task(task, evaluation=evaluation)
+
+
+def send(task: str, run_id: int, *, evaluation: bool = False) -> None:
     from config.celery import app  # lazy: a page that never queues anything does not load Celery
 
-    app.send_task(f"worker.tasks.{task}", args=[run_id], queue=settings.DAPO_QUEUE)
+    app.send_task(f"worker.tasks.{task}", args=[run_id], queue=queue_of(task, evaluation=evaluation))
 
 
-def on_commit(task: str, run_id: int) -> None:
-    transaction.on_commit(lambda: send(task, run_id))  # looked up at call time (tests replace it)
+def on_commit(task: str, run_id: int, *, evaluation: bool = False) -> None:
+    # looked up at call time (tests replace it)
+    transaction.on_commit(lambda: send(task, run_id, evaluation=evaluation))

@@ -1,6 +1,6 @@
 """Evaluation runs: a catalog model, or one of a run's checkpoints, scored on catalog datasets without
-training (the worker runs ``dapo.evaluate``). The run is a Run of kind "evaluation": it reports one step 0
-(the validation metrics per dataset and overall, and the scored samples), so the runs list, the sample
+training (the worker runs ``dapo.eval.evaluate``). The run is a Run of kind "evaluation": it reports one step
+0 (the validation metrics per dataset and overall, and the scored samples), so the runs list, the sample
 inspector and the comparison show it like a training run, one point per metric.
 
 Page: /runs/evaluate/ (GET the form, POST to launch). API: POST /api/evaluations/ with
@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from catalog.models import BaseModel, Dataset
-from config.params import DB_ID_MAX, BadInteger, to_int
+from catalog.versions import AmbiguousName, find_dataset
+from core.openapi import extend_schema
+from core.params import DB_ID_MAX, BadInteger, to_int
 from django.contrib import messages
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
@@ -25,13 +26,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dapo.config import ConfigError, RunConfig
-from dapo.presets import PRESETS, get_preset
+from dapo.runconfig import ConfigError, RunConfig
+from dapo.runconfig.presets import PRESETS, get_preset
 from runs import access
-from runs.api import extend_schema
 from runs.configuring import check_paths, nul_errors, shown, validate_name
 from runs.model_exports import steps_on_disk
-from runs.models import Checkpoint, Kind, Run
+from runs.models import Checkpoint, Kind, QuotaExceeded, Run
 
 Errors = dict[str, str]
 MAX_N = 1024
@@ -42,7 +42,7 @@ def create_evaluation(user: Any, body: Mapping[str, Any]) -> tuple[Run | None, E
     evaluation run; the run, or None and {field: message}."""
     errors = validate_name(body.get("name"))
     source, source_errors = _source(user, body)
-    datasets, data_errors = _datasets(body.get("datasets"))
+    datasets, data_errors = _datasets(body.get("datasets"), user)
     n, n_errors = _int(body.get("n", 4), "n", 1, MAX_N)
     limit, limit_errors = _int(body.get("max_problems", 0), "max_problems", 0, DB_ID_MAX)
     errors |= source_errors | data_errors | n_errors | limit_errors
@@ -57,16 +57,14 @@ def create_evaluation(user: Any, body: Mapping[str, Any]) -> tuple[Run | None, E
     else:
         fields |= {"parent": source.run, "fork_step": source.step, "source_checkpoint": source.path}
         fields["base_model"] = source.run.base_model
-    with transaction.atomic():  # the task is queued when this commits, after total_steps is set
-        run = Run.create_queued(owner=user, name=str(body["name"]), config=config, **fields)
-        Run.objects.filter(pk=run.pk).update(total_steps=0)
-        run.total_steps = 0
+    # no training: it holds no steps of the owner's quota (runs.models.quotas), only a run
+    run = Run.create_queued(owner=user, name=str(body["name"]), config=config, total_steps=0, **fields)
     return run, {}
 
 
 def evaluation_overrides(paths: list[str], n: int, max_problems: int) -> dict[str, Any]:
     """The config fields an evaluation sets: the dataset files as the validation sets (each reported by
-    its file stem when there are several), ``n`` samples per problem (dapo.evaluate does the same)."""
+    its file stem when there are several), ``n`` samples per problem (dapo.eval.evaluate does the same)."""
     return {
         "data.train_path": paths[0],  # never read by an evaluation; the field must name a file
         "data.val_path": paths[0],
@@ -99,7 +97,9 @@ def _config(
 
 
 def _source(user: Any, body: Mapping[str, Any]) -> tuple[BaseModel | Checkpoint | None, Errors]:
-    """The catalog model, or the checkpoint (on disk, of a run the user may see), to evaluate."""
+    """The catalog model, or the checkpoint (on disk, of a run whose checkpoints the user may use), to
+    evaluate. A run shared with them read-only raises ``PermissionDenied`` (403): its weights are its
+    owner's; another user's private run reads as a missing one."""
     model, checkpoint = body.get("base_model"), body.get("checkpoint")
     if (model in (None, "")) == (checkpoint in (None, "")):
         return None, {"source": "give either base_model (a catalog model) or checkpoint (a run's)"}
@@ -111,9 +111,10 @@ def _source(user: Any, body: Mapping[str, Any]) -> tuple[BaseModel | Checkpoint 
     if not isinstance(checkpoint, Mapping):
         return None, {"checkpoint": 'must be {"run": id, "step"?: N}'}
     run_id, _ = _int(checkpoint.get("run"), "run", 1, DB_ID_MAX)
-    run = access.visible_runs(user).filter(pk=run_id).first() if run_id else None
+    run = access.find_run(user, run_id) if run_id else None
     if run is None:
         return None, {"checkpoint": f"no run {shown(checkpoint.get('run'))} of yours"}
+    access.checked_checkpoints(user, run)  # a reader: 403, the run is shared read-only
     steps = steps_on_disk(run)
     step, step_errors = _int(checkpoint.get("step", steps[-1] if steps else None), "step", 0, DB_ID_MAX)
     if step_errors or step not in steps:
@@ -124,10 +125,14 @@ def _source(user: Any, body: Mapping[str, Any]) -> tuple[BaseModel | Checkpoint 
     return run.checkpoints.get(step=step), {}
 
 
-def _datasets(raw: Any) -> tuple[list[Dataset], Errors]:
+def _datasets(raw: Any, user: Any) -> tuple[list[Dataset], Errors]:
+    """Catalog versions by id or name (a name: catalog.versions.find_dataset, the user's own first)."""
     if not isinstance(raw, list) or not raw or len(raw) > 32:
         return [], {"datasets": "pick one to 32 catalog datasets"}
-    found = [_catalog(Dataset, item) for item in raw]
+    try:
+        found = [_catalog(Dataset, item, user) for item in raw]
+    except AmbiguousName as e:
+        return [], {"datasets": str(e)}
     missing = [shown(item) for item, d in zip(raw, found, strict=True) if d is None]
     if missing:
         return [], {"datasets": f"not in the catalog: {', '.join(missing)}"}
@@ -137,19 +142,19 @@ def _datasets(raw: Any) -> tuple[list[Dataset], Errors]:
     return [d for d in found if d is not None], {}
 
 
-def _catalog(model: type[BaseModel] | type[Dataset], raw: Any) -> Any:
+def _catalog(model: type[BaseModel] | type[Dataset], raw: Any, user: Any = None) -> Any:
     """A catalog entry by id (or its digits, from a form) or by name; None when there is none."""
     if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit():
         raw = int(raw.strip())
     if isinstance(raw, int) and not isinstance(raw, bool) and 0 < raw <= DB_ID_MAX:
         return model.objects.filter(pk=raw).first()
     if isinstance(raw, str) and not validate_name(raw):
-        return model.objects.filter(name=raw).first()
+        return find_dataset(raw, user) if model is Dataset else model.objects.filter(name=raw).first()
     return None
 
 
 def _int(raw: Any, name: str, low: int, high: int) -> tuple[int, Errors]:
-    """``config.params.to_int`` as (value, {}) or (0, {field: message}), the shape the form collects."""
+    """``core.params.to_int`` as (value, {}) or (0, {field: message}), the shape the form collects."""
     try:
         return to_int(raw, name, low=low, high=high), {}
     except BadInteger as e:
@@ -181,17 +186,23 @@ def evaluation_new(request: HttpRequest) -> HttpResponse:
         if run_step:
             run_id, _, step = run_step.partition(":")
             values["checkpoint"] = {"run": run_id, "step": step}
-        run, errors = create_evaluation(request.user, values)
+        try:
+            run, errors = create_evaluation(request.user, values)
+        except QuotaExceeded as e:  # the form stays as posted
+            messages.error(request, str(e))
+            return render(request, "runs/evaluate.html", _context(request, values, {}), status=409)
         if run is not None:
             messages.success(request, f"Evaluation #{run.pk} queued.")
-            return redirect("runs:detail", run_id=run.pk)
+            return redirect("runs:evaluation", run_id=run.pk)
     return render(
         request, "runs/evaluate.html", _context(request, values, errors), status=400 if errors else 200
     )
 
 
 def _context(request: HttpRequest, values: dict[str, Any], errors: Errors) -> dict[str, Any]:
-    runs = access.visible_runs(request.user).filter(kind=Kind.TRAINING, checkpoints__isnull=False).distinct()
+    runs = (
+        access.checkpoint_runs(request.user).filter(kind=Kind.TRAINING, checkpoints__isnull=False).distinct()
+    )
     checkpoints = [
         {"value": f"{run.pk}:{step}", "label": f"#{run.pk} {run.name} · step {step}"}
         for run in runs[:50]
@@ -201,7 +212,7 @@ def _context(request: HttpRequest, values: dict[str, Any], errors: Errors) -> di
         "values": values,
         "errors": errors,
         "models": BaseModel.objects.all(),
-        "datasets": Dataset.objects.all(),
+        "datasets": Dataset.objects.select_related("created_by"),
         "checkpoints": checkpoints,
         "presets": list(PRESETS),
     }
@@ -230,7 +241,10 @@ class EvaluationCreate(APIView):
     @extend_schema(request=EvaluationSerializer, responses={201: None})
     def post(self, request: Request) -> Response:
         body = request.data if isinstance(request.data, Mapping) else {}
-        run, errors = create_evaluation(request.user, body)
+        try:
+            run, errors = create_evaluation(request.user, body)
+        except QuotaExceeded as e:
+            return Response(e.body(), status=status.HTTP_409_CONFLICT)
         if run is None:
             return Response(
                 {"detail": "invalid evaluation", "errors": errors}, status=status.HTTP_400_BAD_REQUEST

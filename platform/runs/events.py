@@ -8,6 +8,8 @@ Event shapes (the JSON a websocket client receives):
     (snapshots also carry "distributions": {name: {"steps": [], "quantiles": [[...], ...]}})
     {"type": "status", "run": {...}}
     {"type": "hardware", "samples": [{"time": float, "worker": str, "values": {name: number}}, ...]}
+Not relayed: ``{"type": "run.access"}``, sent to a run's group or to a user's (``user_<id>``) when access
+may have changed (runs.access_signals); each socket there asks again and closes if it lost access.
 The database is the source of truth: a failed publish (Redis restarting) is logged, never raised, and
 clients catch up from the database when they reconnect.
 """
@@ -18,20 +20,47 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.db import transaction
 
-from runs.models import Run, Sample, clean_metrics
-from runs.records import clean_quantiles
+from runs.models import Run, Sample
+from runs.run_state import run_state
 from runs.series import LIVE_SAMPLES
+from runs.step_values import clean_metrics, clean_quantiles
 
 log = logging.getLogger(__name__)
 
 
 def group_name(run_id: int) -> str:
     return f"run_{run_id}"
+
+
+def user_group_name(user_id: int) -> str:
+    """Every run websocket of this user joins it: a change of the user's groups reaches them all."""
+    return f"user_{user_id}"
+
+
+def access_changed(*, runs: Iterable[int] = (), users: Iterable[int] = ()) -> None:
+    """Once the current transaction commits, make the open websockets of these runs and of these users
+    check their access again (runs.consumers closes those that lost it). Logged, never raised."""
+    groups = [group_name(r) for r in sorted(runs)] + [user_group_name(u) for u in sorted(users)]
+    if groups:
+        transaction.on_commit(lambda: _send_access(groups))
+
+
+def _send_access(groups: list[str]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    for group in groups:
+        try:
+            async_to_sync(layer.group_send)(group, {"type": "run.access"})
+        except Exception:  # Redis away: sockets close with 4503 and check access when they reconnect
+            log.warning("could not tell %s that access changed", group, exc_info=True)
 
 
 def publish(run_id: int, event: dict[str, Any]) -> bool:
@@ -91,7 +120,7 @@ def step_event(
     rows = [s if isinstance(s, Sample) else Sample.from_record(run.pk, s) for s in samples[:LIVE_SAMPLES]]
     return {
         "type": "step",
-        "run": run.state(),
+        "run": run_state(run),
         "step": step,
         "metrics": clean_metrics(metrics),
         "samples": [r.summary() for r in rows],
@@ -101,9 +130,9 @@ def step_event(
 
 
 def hardware_event(rows: list[Any]) -> dict[str, Any]:
-    """``rows``: runs.records.HardwareSample rows just written."""
+    """``rows``: runs.models.HardwareSample rows just written."""
     return {"type": "hardware", "samples": [r.summary() for r in rows]}
 
 
 def status_event(run: Run) -> dict[str, Any]:
-    return {"type": "status", "run": run.state()}
+    return {"type": "status", "run": run_state(run)}

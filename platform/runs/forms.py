@@ -1,6 +1,6 @@
-"""The new-run form, generated from ``dapo.config_docs.describe_fields()``: one input per knob, grouped by
+"""The new-run form, generated from ``dapo.runconfig.docs.describe_fields()``: one input per knob, grouped by
 config section, the field's docstring as help text. Posted values are parsed by the field's type; what
-cannot be parsed is an error beside the field, and the rest is validated by dapo.config."""
+cannot be parsed is an error beside the field, and the rest is validated by dapo.runconfig."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import functools
 import math
 from typing import Any
 
-from dapo.config_docs import describe_fields
-from dapo.presets import PRESETS, get_preset, preset_descriptions
 from dapo.rewards import describe_rewards
+from dapo.runconfig.docs import describe_fields
+from dapo.runconfig.presets import PRESETS, get_preset, preset_descriptions
 
 SECTION_TITLES = {
     "model": "Model",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from config.params import BadInteger, int_param
+from core.openapi import extend_schema, query_int, query_params
+from core.params import BadInteger, int_param
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.http import require_GET
@@ -20,7 +21,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from runs.access import run_for
-from runs.api import extend_schema, query_int, query_params
 from runs.run_log import log_path, read_chunk
 
 

@@ -7,8 +7,9 @@ checkpoints, exports, shares) and its files (``DAPO_RUNS_DIR/<id>``, its log) go
 
 from __future__ import annotations
 
+import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +17,20 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
 
-from dapo.config import is_unicode, shown
+from dapo.runconfig import is_unicode, shown
+from runs import access
 from runs.configuring import validate_name
 from runs.events import publish, status_event
 from runs.listing import ARCHIVED
-from runs.models import Run, SavedView, Status
+from runs.models import Run, RunGone, SavedView, Status
+from runs.names import name_problem
 from runs.run_filter import FilterError, parse, parse_columns, parse_sort
 from runs.run_log import log_path
 
@@ -32,25 +39,58 @@ MAX_TAGS = 20
 MAX_TAG_CHARS = 40
 MAX_NOTES_CHARS = 20_000
 MAX_SHARES = 100
+SUGGESTED = 50
+"""Usernames the share form suggests, at most."""
 EDITABLE = ("name", "tags", "notes", "archived", "shared_users", "shared_groups")
 
-_MARKDOWN = MarkdownIt("js-default")
-"""CommonMark with tables and strikethrough; raw HTML is escaped (``html`` off), and link targets other than
-http(s), mailto and relative ones (``javascript:``, ``data:``...) are left as text."""
+LINK_SCHEMES = ("http", "https", "mailto")
+"""Schemes a link in the notes may have (or none: a link within the site)."""
+_SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*):", re.IGNORECASE)
+
+
+class _NotesMarkdown(MarkdownIt):
+    """CommonMark with tables and strikethrough; raw HTML is escaped (``html`` off); a link whose target
+    has another scheme (``javascript:``, ``data:``, ``file:``...) is left as text. markdown-it's own check
+    lets ``data:image/...`` through."""
+
+    def validateLink(self, url: str) -> bool:  # noqa: N802 (markdown-it's name)
+        scheme = _SCHEME.match(url.strip())
+        return scheme is None or scheme.group(1).lower() in LINK_SCHEMES
+
+
+def _image_as_link(self: RendererHTML, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    """An image is drawn as a link to it, "image: <alt>", never loaded: whoever reads the notes would
+    otherwise fetch what the writer chose (a tracking pixel elsewhere, a same-site URL with the reader's
+    cookies). Inside a link it is the text alone (links do not nest)."""
+    alt = escapeHtml(self.renderInlineAsText(tokens[idx].children or [], options, env))
+    opened = sum(t.type == "link_open" for t in tokens[:idx]) - sum(
+        t.type == "link_close" for t in tokens[:idx]
+    )
+    if opened > 0:
+        return f"image: {alt}"
+    href = escapeHtml(str(tokens[idx].attrGet("src") or ""))
+    return f'<a class="md-image" href="{href}">image: {alt}</a>'
+
+
+_MARKDOWN = _NotesMarkdown("js-default")
+_MARKDOWN.add_render_rule("image", _image_as_link)
 
 
 def render_notes(text: str) -> SafeString:
-    """Markdown to HTML with every raw tag escaped: notes can never inject markup or script."""
+    """Markdown to HTML with every raw tag escaped and no image loaded: notes can never inject markup,
+    script, or a request to another site."""
     return mark_safe(_MARKDOWN.render(text or ""))  # noqa: S308 (html=False: markdown-it escapes raw HTML)
 
 
 def _text_errors(field: str, value: Any, limit: int, *, multiline: bool = False) -> str | None:
+    """Why ``value`` cannot be a tag (one line: runs.names) or the notes (lines of text), or None."""
     if not isinstance(value, str):
         return f"must be a string, got {shown(value)}"
     if len(value) > limit:
         return f"is too long ({limit} characters at most)"
-    allowed = "\n\r\t" if multiline else ""
-    if any(ord(c) < 32 and c not in allowed for c in value) or not is_unicode(value):
+    if not multiline:
+        return name_problem(value)
+    if any(ord(c) < 32 and c not in "\n\r\t" for c in value) or not is_unicode(value):
         return "must be text without control characters"
     return None
 
@@ -92,12 +132,14 @@ def _names(raw: Any) -> tuple[list[str], str | None]:
     return names, None
 
 
-def resolve_users(raw: Any, owner: Any) -> tuple[list[Any], str | None]:
-    """Users named in ``raw`` (usernames); an unknown name or the owner is an error, not skipped."""
+def resolve_users(raw: Any, owner: Any, known: QuerySet) -> tuple[list[Any], str | None]:
+    """Users named in ``raw`` (usernames) among ``known`` (runs.access.shareable_users: a name outside
+    reads exactly as one that exists nowhere); an unknown name or the owner is an error, not skipped."""
     names, problem = _names(raw)
     if problem:
         return [], problem
-    users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=names)}
+    found = known.filter(username__in=names) | get_user_model().objects.filter(pk=owner.pk)
+    users = {u.get_username(): u for u in found if u.get_username() in names}
     unknown = [n for n in names if n not in users]
     if unknown:
         return [], f"no user named {', '.join(map(repr, unknown[:5]))}"
@@ -106,19 +148,21 @@ def resolve_users(raw: Any, owner: Any) -> tuple[list[Any], str | None]:
     return [users[n] for n in names], None
 
 
-def resolve_groups(raw: Any) -> tuple[list[Group], str | None]:
+def resolve_groups(raw: Any, known: QuerySet[Group]) -> tuple[list[Group], str | None]:
+    """Groups named in ``raw`` among ``known`` (runs.access.shareable_groups), as ``resolve_users``."""
     names, problem = _names(raw)
     if problem:
         return [], problem
-    groups = {g.name: g for g in Group.objects.filter(name__in=names)}
+    groups = {g.name: g for g in known.filter(name__in=names)}
     unknown = [n for n in names if n not in groups]
     if unknown:
         return [], f"no group named {', '.join(map(repr, unknown[:5]))}"
     return [groups[n] for n in names], None
 
 
-def validate_changes(run: Run, body: Any) -> tuple[dict[str, Any], Errors]:
-    """The changes a PATCH body (or a form) asks for, validated; nothing is applied while any is wrong."""
+def validate_changes(run: Run, body: Any, actor: Any) -> tuple[dict[str, Any], Errors]:
+    """The changes a PATCH body (or a form) asks for, validated; nothing is applied while any is wrong.
+    ``actor``, the user asking, may share with the users and groups runs.access lets them name."""
     if not isinstance(body, Mapping):
         return {}, {"body": "must be a JSON object"}
     errors: Errors = {}
@@ -144,11 +188,13 @@ def validate_changes(run: Run, body: Any) -> tuple[dict[str, Any], Errors]:
             errors["archived"] = f"must be true or false, got {shown(body['archived'])}"
         changes["archived"] = body["archived"]
     if "shared_users" in body:
-        users, problem = resolve_users(body["shared_users"], run.owner)
+        known = access.shareable_users(actor, already=run.shared_users.values("pk"))
+        users, problem = resolve_users(body["shared_users"], run.owner, known)
         errors.update({"shared_users": problem} if problem else {})
         changes["shared_users"] = users
     if "shared_groups" in body:
-        groups, problem = resolve_groups(body["shared_groups"])
+        known_groups = access.shareable_groups(actor, already=run.shared_groups.values("pk"))
+        groups, problem = resolve_groups(body["shared_groups"], known_groups)
         errors.update({"shared_groups": problem} if problem else {})
         changes["shared_groups"] = groups
     return ({} if errors else changes), errors
@@ -158,6 +204,7 @@ def apply_changes(run: Run, changes: dict[str, Any]) -> None:
     """Save validated changes in one transaction, and tell open run pages (their title and tags)."""
     fields = [k for k in changes if k in ("name", "tags", "notes", "archived")]
     with transaction.atomic():
+        Run.lock(run.pk)  # deleted meanwhile: a 404 (RunGone), not a save that affects no row
         for key in fields:
             setattr(run, key, changes[key])
         if fields:
@@ -168,6 +215,17 @@ def apply_changes(run: Run, changes: dict[str, Any]) -> None:
             run.shared_groups.set(changes["shared_groups"])
     if fields:
         publish(run.pk, status_event(run))
+
+
+def share_choices(actor: Any, shared_groups: QuerySet[Group]) -> dict[str, Any]:
+    """The share form's menus for ``actor`` (runs.access): the groups they may pick (``shared_groups``,
+    those already picked, included) and up to SUGGESTED users of their groups to name; never a list of
+    everyone on the site."""
+    users = access.shareable_users(actor).exclude(pk=actor.pk).order_by("username")
+    return {
+        "all_groups": access.shareable_groups(actor, already=shared_groups.values("pk")),
+        "share_suggestions": [u.get_username() for u in users[:SUGGESTED]],
+    }
 
 
 def sharing(run: Run) -> dict[str, list[str]]:
@@ -218,6 +276,12 @@ def remove_files(run_id: int) -> None:
             path.unlink(missing_ok=True)
 
 
+def delete_confirmed(run: Run, typed: str) -> bool:
+    """Whether ``typed`` confirms deleting ``run``: its number (``12`` or ``#12``) or its exact name."""
+    typed = typed.strip()
+    return typed.removeprefix("#").strip() == str(run.pk) or (bool(typed) and typed == run.name.strip())
+
+
 def delete_run(run: Run) -> dict[str, Any]:
     """Cancel the run if it is queued or running, then delete its rows and files. Returns what went.
 
@@ -230,7 +294,9 @@ def delete_run(run: Run) -> dict[str, Any]:
     if not run.is_final:
         run.request_cancel()
     with transaction.atomic():
-        Run.objects.filter(pk=run_id).delete()  # cascades: metric points, samples, checkpoints, exports
+        deleted, _ = Run.objects.filter(pk=run_id).delete()  # cascades: points, samples, checkpoints...
+    if not deleted:  # another request deleted it first: it removes the files
+        raise RunGone(run_id)
     remove_files(run_id)
     publish(run_id, {"type": "deleted", "run": {"id": run_id}})
     return summary
@@ -251,8 +317,10 @@ def validate_view(owner: Any, body: Mapping[str, Any]) -> tuple[dict[str, Any], 
     errors: Errors = {}
     name = body.get("name", "")
     name = name.strip() if isinstance(name, str) else ""
-    if not name or len(name) > 100 or any(ord(c) < 32 for c in name) or not is_unicode(name):
+    if not name or len(name) > 100:
         errors["name"] = "must be 1 to 100 characters of text"
+    elif problem := name_problem(name):
+        errors["name"] = problem
     text = {}
     for field in ("filter", "sort", "archived"):
         raw = body.get(field, "")

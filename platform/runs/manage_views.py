@@ -4,6 +4,8 @@ answers a mistake with a message and changes nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 from urllib.parse import urlencode
 
@@ -15,7 +17,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from runs import access, manage
 from runs.manage import MAX_SAVED
-from runs.models import SavedView
+from runs.models import RunGone, SavedView
 
 
 def _user(request: HttpRequest) -> Any:
@@ -23,16 +25,32 @@ def _user(request: HttpRequest) -> Any:
     return request.user
 
 
+def run_action(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A page action on one run: when the run is deleted while it works (another tab's Delete), the
+    answer is the 404 page with a message that says so (runs.models.RunGone), never a 500."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, run_id: int) -> HttpResponse:
+        try:
+            return view(request, run_id)
+        except RunGone as gone:
+            messages.error(request, str(gone))
+            return render(request, "404.html", status=404)
+
+    return wrapped
+
+
 def form_errors(request: HttpRequest, what: str, errors: dict[str, str]) -> None:
     messages.error(request, f"{what}: " + "; ".join(f"{k.replace('_', ' ')} {v}" for k, v in errors.items()))
 
 
 @require_POST
+@run_action
 def run_edit(request: HttpRequest, run_id: int) -> HttpResponse:
     """The run page's "Edit" form: name, tags (comma-separated) and notes, all at once."""
     run = access.run_for(request, run_id, write=True)
     body = {k: request.POST[k] for k in ("name", "tags", "notes") if k in request.POST}
-    changes, errors = manage.validate_changes(run, body)
+    changes, errors = manage.validate_changes(run, body, request.user)
     if errors:
         form_errors(request, "Not saved", errors)
     else:
@@ -42,6 +60,7 @@ def run_edit(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @require_POST
+@run_action
 def run_archive(request: HttpRequest, run_id: int) -> HttpResponse:
     run = access.run_for(request, run_id, write=True)
     archive = request.POST.get("archived", "true") != "false"
@@ -54,11 +73,12 @@ def run_archive(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @require_POST
+@run_action
 def run_share(request: HttpRequest, run_id: int) -> HttpResponse:
     """Users (comma-separated usernames) and groups who may read the run; replaces the current lists."""
     run = access.run_for(request, run_id, write=True)
     body = {"shared_users": request.POST.get("users", ""), "shared_groups": request.POST.getlist("groups")}
-    changes, errors = manage.validate_changes(run, body)
+    changes, errors = manage.validate_changes(run, body, request.user)
     if errors:
         form_errors(request, "Not shared", errors)
     else:
@@ -74,13 +94,19 @@ def run_share(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @require_http_methods(["GET", "POST"])
+@run_action
 def run_delete(request: HttpRequest, run_id: int) -> HttpResponse:
-    """GET: what deleting removes, and a form to confirm by typing the run's name. POST: delete."""
+    """GET: what deleting removes, and a form to confirm by typing the run's number (or its name: a ladder's
+    or a sweep's generated names hold a "·" no keyboard has). POST: delete."""
     run = access.run_for(request, run_id, write=True)
     summary = manage.deletion_summary(run)
     if request.method == "POST":
-        if request.POST.get("confirm", "").strip() != run.name.strip():
-            context = {"run": run, "summary": summary, "error": "Type the run's name exactly to confirm."}
+        if not manage.delete_confirmed(run, request.POST.get("confirm", "")):
+            context = {
+                "run": run,
+                "summary": summary,
+                "error": f"Type the run's number, {run.pk}, to confirm.",
+            }
             return render(request, "runs/delete.html", context, status=400)
         manage.delete_run(run)
         messages.info(request, f"Deleted run #{run_id} {run.name!r} with its data and files.")

@@ -3,7 +3,7 @@
 DRF's JSONParser reads the body from the request stream, past Django's DATA_UPLOAD_MAX_MEMORY_SIZE, and
 lets the RecursionError of a body of 100,000 ``[`` escape as a server error. This one reads at most
 ``settings.DAPO_API_MAX_BODY_BYTES`` (413 beyond) and refuses nesting deeper than
-``dapo.jsonsafe.MAX_DEPTH`` (400), both with a message that says what the limit is.
+``dapo.data.jsonsafe.MAX_DEPTH`` (400), both with a message that says what the limit is.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from rest_framework import status
 from rest_framework.exceptions import APIException, ParseError
 from rest_framework.parsers import JSONParser
 
-from dapo import jsonsafe
+from dapo.data import jsonsafe
 
 
 class BodyTooLarge(APIException):

@@ -1,7 +1,9 @@
-"""The memory plan in the platform: the launch check of a run's config, and the plan beside the new-run form.
+"""The memory plan in the platform: the launch checks of a run's model (its family, its memory), and the
+plan beside the new-run form.
 
-``dapo.memory_plan`` (torch-free) estimates per-GPU memory from the config and the model's config.json;
-here the model folder is found (confined to the model roots, like the launch's path check) and read.
+``dapo.learner.memory_plan`` (torch-free) estimates per-GPU memory from the config and the model's
+config.json; here the model folder is found (confined to the model roots, like the launch's path check)
+and read.
 """
 
 from __future__ import annotations
@@ -10,25 +12,28 @@ from typing import Any
 
 from catalog.models import BaseModel
 from catalog.paths import PathError, check_model_path
-from config.params import int_or_none
+from core.params import int_or_none
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_POST
 
-from dapo.config import ConfigError, RunConfig
-from dapo.memory_plan import PlanError, check_fits, estimate, read_model_config
+from dapo.learner.families import check_family
+from dapo.learner.memory_plan import PlanError, check_fits, estimate, read_model_config
+from dapo.runconfig import ConfigError, RunConfig
 from runs import forms
 
 Errors = dict[str, str]
 
 
-def memory_errors(cfg: RunConfig) -> Errors:
-    """{setting: message} when a GPU run cannot fit ``execution.gpu_memory_gb``; {} when it fits, runs
-    on the CPU, or its model folder has no plannable config.json (the path check reports a bad folder)."""
+def model_errors(cfg: RunConfig) -> Errors:
+    """{setting: message} when the run's model cannot be trained (``dapo.learner.families``: not a causal
+    LM) or a GPU run cannot fit ``execution.gpu_memory_gb``; {} when it can and fits, runs on the CPU, or
+    its model folder has no readable config.json (the path check reports a bad folder)."""
     try:
         model_config = read_model_config(check_model_path(cfg.model.path))
     except (PathError, OSError, ValueError):
         return {}
     try:
+        check_family(model_config)
         check_fits(cfg, model_config)
     except ConfigError as e:
         return e.errors

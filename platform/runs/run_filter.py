@@ -3,7 +3,8 @@ and its latest metrics, evaluated on the runs a user may see.
 
     optim.lr < 1e-4 and val/acc/mean@4 > 0.8 and tags has baseline and status = running
 
-A filter is terms joined by ``and``. A term is ``FIELD OP VALUE``:
+A filter is terms joined by ``and`` and ``or``; ``and`` binds tighter (``a and b or c`` is "a and b, or c"),
+and there are no parentheses. A term is ``FIELD OP VALUE``:
 
 - FIELD: a run field (``id name status kind preset group owner tags step total_steps created archived``),
   a metric of the latest step (any name with a ``/``: ``val/acc/mean@4``, ``critic/score/mean``), or a
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from dapo.config import RunConfig, flatten
+from dapo.runconfig import RunConfig, flatten
 
 MAX_FILTER_CHARS = 2000
 MAX_TERMS = 20
@@ -100,8 +101,12 @@ def _tokens(text: str) -> list[tuple[int, str, str]]:
     return out
 
 
-def parse(text: str | None) -> list[Term]:
-    """The terms of a filter ('' or None: none). Raises FilterError."""
+Filter = list[list[Term]]
+"""A parsed filter: alternatives joined by ``or``, each a list of terms joined by ``and`` ([]: no filter)."""
+
+
+def parse(text: str | None) -> Filter:
+    """The alternatives of a filter ('' or None: none), each a list of terms. Raises FilterError."""
     text = (text or "").strip()
     if not text:
         return []
@@ -110,13 +115,16 @@ def parse(text: str | None) -> list[Term]:
     if "\x00" in text:
         raise FilterError("the filter contains a NUL character")
     tokens = _tokens(text)
-    terms: list[Term] = []
+    alternatives: Filter = [[]]
+    count, joiner = 0, ""
     i = 0
     while True:
         if i >= len(tokens):
-            raise FilterError("the filter ends after 'and': a term (field, operator, value) must follow")
+            raise FilterError(
+                f"the filter ends after {joiner!r}: a term (field, operator, value) must follow"
+            )
         pos, kind, field = tokens[i]
-        if kind != "word" or not _FIELD.fullmatch(field) or field.lower() == "and":
+        if kind != "word" or not _FIELD.fullmatch(field) or field.lower() in ("and", "or"):
             raise FilterError(f"at character {pos}: expected a field name, got {field!r}")
         field = check_field(field, f"at character {pos}: ")
         if i + 1 >= len(tokens):
@@ -128,15 +136,19 @@ def parse(text: str | None) -> list[Term]:
         if i + 2 >= len(tokens) or tokens[i + 2][1] == "op":
             raise FilterError(f"after {field} {op}: expected a value (a number, a word or a quoted string)")
         pos, kind, raw = tokens[i + 2]
-        terms.append(Term(field, op, _value(kind, raw)))
-        if len(terms) > MAX_TERMS:
+        alternatives[-1].append(Term(field, op, _value(kind, raw)))
+        count += 1
+        if count > MAX_TERMS:
             raise FilterError(f"at most {MAX_TERMS} terms")
         i += 3
         if i == len(tokens):
-            return terms
+            return alternatives
         pos, kind, word = tokens[i]
-        if kind != "word" or word.lower() != "and":
-            raise FilterError(f"at character {pos}: expected 'and' between terms, got {word!r}")
+        joiner = word.lower()
+        if kind != "word" or joiner not in ("and", "or"):
+            raise FilterError(f"at character {pos}: expected 'and' or 'or' between terms, got {word!r}")
+        if joiner == "or":
+            alternatives.append([])
         i += 1
 
 
@@ -226,10 +238,12 @@ def _equal(value: Any, wanted: Any) -> bool:
     return _text(value).lower() == _text(wanted).lower()
 
 
-def apply(runs: Iterable[Any], terms: list[Term], sort: str | None) -> list[Any]:
-    """The runs matching every term, in ``sort`` order (see ``parse_sort``)."""
+def apply(runs: Iterable[Any], terms: Filter, sort: str | None) -> list[Any]:
+    """The runs matching every term of one alternative at least (all runs: no alternative), in ``sort``
+    order (see ``parse_sort``)."""
     rows = [RunFields(run) for run in runs]
-    rows = [r for r in rows if all(matches(t, r.get(t.field)) for t in terms)]
+    if terms:
+        rows = [r for r in rows if any(all(matches(t, r.get(t.field)) for t in alt) for alt in terms)]
     field, descending = parse_sort(sort)
     present = [r for r in rows if r.get(field) is not None]
     missing = [r for r in rows if r.get(field) is None]

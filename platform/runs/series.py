@@ -8,6 +8,7 @@ from typing import Any
 from django.db import connection, models
 
 from runs.models import HardwareSample, MetricPoint, Run, Sample, StepDistribution
+from runs.run_state import run_state
 
 PAGE_MAX_POINTS = 500
 """Points per metric a page or a snapshot starts with; live steps extend the curves at full resolution."""
@@ -124,8 +125,8 @@ def distribution_series(
     run: Run, min_step: int | None = None, max_points: int | None = None
 ) -> dict[str, dict[str, list[Any]]]:
     """{name: {"steps": [...], "quantiles": [[21 values], ...]}} in step order (the quantities of
-    dapo.distributions); with ``max_points``, at most that many steps per quantity, evenly spaced, the last
-    among them."""
+    dapo.loop.distributions); with ``max_points``, at most that many steps per quantity, evenly spaced, the
+    last among them."""
     rows = StepDistribution.objects.filter(run=run)
     if min_step is not None:
         rows = rows.filter(step__gte=min_step)
@@ -179,7 +180,7 @@ def snapshot(run: Run, after_step: int | None = None, *, hardware: bool = True) 
         metrics = metric_series(run, min_step=after_step + 1)
         distributions = distribution_series(run, min_step=after_step + 1)
     return {
-        "run": run.state(),
+        "run": run_state(run),
         "metrics": metrics,
         "distributions": distributions,
         **({"hardware": hardware_series(run)} if hardware else {}),
@@ -210,7 +211,7 @@ def list_row(run: Run) -> dict[str, Any]:
     latest = run.latest_metrics or {}
     spark = metric_series(run, names=[SPARK_METRIC], max_points=60).get(SPARK_METRIC)
     return {
-        **run.state(),
+        **run_state(run),
         "owner": run.owner.get_username(),
         "preset": run.preset,
         "key_metrics": {

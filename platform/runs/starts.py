@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runs.records import Checkpoint
+from runs.models import Checkpoint
 
 
 def on_disk(path: str) -> bool:
@@ -46,7 +46,8 @@ def resume_step(run: Any) -> tuple[int | None, str]:
 
     Its own newest recorded checkpoint still on disk (the worker resumes from the recorded one, or the
     newest left when that was deleted); a fork that saved none of its own starts again from its parent's
-    checkpoint, which must still be there."""
+    checkpoint, which must still be there. Read afresh: a run deleted meanwhile raises ``RunGone`` (404)."""
+    run.reload()
     if not run.can_resume:
         return None, "Only a failed or cancelled run with a checkpoint can be resumed."
     if run.last_checkpoint:

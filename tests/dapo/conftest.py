@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from dapo.config import RunConfig
-from dapo.presets import tiny_cpu
+from dapo.runconfig import RunConfig
+from dapo.runconfig.presets import tiny_cpu
 
 
 @pytest.fixture(scope="session")
@@ -13,8 +13,8 @@ def tiny_assets(tmp_path_factory) -> Path:
     """A randomly initialised demo-architecture Llama + tokenizer, and small train/test parquet files."""
     import torch
 
-    from dapo.data import write_parquet
-    from dapo.demo import build_model, build_tokenizer, make_arithmetic_problems
+    from dapo.data.demo import build_model, build_tokenizer, make_arithmetic_problems
+    from dapo.data.problems import write_parquet
 
     root = tmp_path_factory.mktemp("tiny")
     tokenizer = build_tokenizer()

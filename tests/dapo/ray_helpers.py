@@ -21,7 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dapo.config import (
+from dapo.loop.report import Sink, StepReport
+from dapo.runconfig import (
     AlgorithmConfig,
     CheckpointConfig,
     DataConfig,
@@ -32,7 +33,6 @@ from dapo.config import (
     RunConfig,
     ValidationConfig,
 )
-from dapo.report import Sink, StepReport
 
 REPO = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -41,8 +41,8 @@ RAY = str(Path(sys.executable).with_name("ray"))
 def build_tiny_assets(root: Path) -> tuple[Path, Path]:
     """The demo's tokenizer and an untrained demo-shaped Llama (seed 0) under root/model, and 32 arithmetic
     problems under root/train.parquet. Returns (model dir, parquet path)."""
-    from dapo.data import write_parquet
-    from dapo.demo import build_model, build_tokenizer, make_arithmetic_problems
+    from dapo.data.demo import build_model, build_tokenizer, make_arithmetic_problems
+    from dapo.data.problems import write_parquet
 
     model_dir, data = root / "model", root / "train.parquet"
     if not (model_dir / "config.json").is_file():
@@ -104,7 +104,7 @@ class TwoNodeCluster:
     def __init__(self, temp_dir: Path) -> None:
         import secrets
 
-        from dapo.ray_cluster import free_port
+        from dapo.cluster.ray_cluster import free_port
 
         self.temp_dir = temp_dir
         self.ip = _node_ip()
@@ -118,8 +118,8 @@ class TwoNodeCluster:
             "PYTHONPATH": str(REPO),
         }
         self.env.pop("RAY_ADDRESS", None)
-        # a local Ray of this process (dapo.ray_cluster.connect) keeps to loopback with this; a cluster of
-        # two nodes must not
+        # a local Ray of this process (dapo.cluster.ray_cluster.connect) keeps to loopback with this; a
+        # cluster of two nodes must not
         self.env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
         self.procs: list[subprocess.Popen] = []
         self._worker_ports = iter(range(free_port() % 20000 + 30000, 65000, 20))
@@ -129,7 +129,7 @@ class TwoNodeCluster:
         return f"{self.ip}:{self.port}"
 
     def start(self) -> None:
-        from dapo.ray_cluster import free_port
+        from dapo.cluster.ray_cluster import free_port
 
         self._launch(
             "head",
@@ -148,7 +148,7 @@ class TwoNodeCluster:
         self._wait_for_nodes(2)
 
     def _launch(self, name: str, args: list[str]) -> None:
-        from dapo.ray_cluster import free_port
+        from dapo.cluster.ray_cluster import free_port
 
         low = next(self._worker_ports)
         cmd = [
@@ -245,8 +245,8 @@ def _group_alive(pgid: int) -> bool:
 def two_node_controller(root: Path) -> dict[str, Any]:
     """Two DAPO steps on RAY_ADDRESS's cluster, two learners and two rollout workers spread over the nodes;
     returns where each worker ran and the run's outcome."""
-    from dapo.ray_backend import RayBackend
-    from dapo.trainer import Trainer
+    from dapo.cluster.ray_backend import RayBackend
+    from dapo.loop.trainer import Trainer
 
     config = tiny_config(root, num_learner_workers=2, num_rollout_workers=2, colocate=False)
     backend = RayBackend(config, placement="STRICT_SPREAD")

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-import dapo.actor as actor_module
-from dapo.presets import get_preset
+import dapo.learner.actor as actor_module
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams
+from dapo.runconfig.presets import get_preset
 
 
 class RecordingEngine(RolloutEngine):

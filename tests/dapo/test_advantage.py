@@ -6,7 +6,7 @@ import statistics
 import pytest
 import torch
 
-from dapo.advantage import ADVANTAGE_ESTIMATORS, get_advantage_estimator, group_advantages
+from dapo.algo.advantage import ADVANTAGE_ESTIMATORS, get_advantage_estimator, group_advantages
 
 EPS = 1e-6
 
@@ -81,3 +81,12 @@ def test_it_looks_up_estimators_by_name():
     assert list(ADVANTAGE_ESTIMATORS) == ["grpo"]
     with pytest.raises(ValueError, match="grpo"):
         get_advantage_estimator("gae")
+
+
+def test_the_config_offers_exactly_the_registered_advantage_estimators():
+    import typing
+
+    from dapo.runconfig import AlgorithmConfig
+
+    choices = typing.get_args(typing.get_type_hints(AlgorithmConfig)["advantage_estimator"])
+    assert set(choices) == set(ADVANTAGE_ESTIMATORS)

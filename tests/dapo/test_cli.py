@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from dapo.sinks import read_jsonl
+from dapo.loop.sinks import read_jsonl
 
 
 def train(*args: str, cwd=None) -> subprocess.CompletedProcess:

@@ -112,6 +112,23 @@ def test_wait_times_out_then_cancel_resume_and_a_failed_wait(server, alice, over
     assert client.wait_for_run(run_id, timeout=60, interval=0.2)["status"] == "cancelled"
 
 
+def test_bulk_runs_changes_only_your_own(server, alice, bob, overrides):  # noqa: F811
+    client, bobs = _client(server, alice), _client(server, bob)
+    body = {**overrides, "optim.total_steps": 500}
+    mine = [client.create_run(f"mine-{i}", preset="tiny_cpu", overrides=body)["id"] for i in range(2)]
+    theirs = bobs.create_run("bobs", preset="tiny_cpu", overrides=body)["id"]
+    answer = client.bulk_runs("cancel", [*mine, theirs])
+    assert set(answer["done"]) == {str(i) for i in mine} and list(answer["refused"]) == [str(theirs)]
+    assert answer["refused"][str(theirs)] == f"#{theirs}: no such run among yours"  # unshared: missing
+    for run_id in mine:
+        assert client.wait_for_run(run_id, timeout=60, interval=0.2)["status"] == "cancelled"
+    assert client.bulk_runs("delete", mine)["done"] == {str(i): "deleted" for i in mine}
+    with pytest.raises(BadRequest, match="action: must be one of cancel, archive, restore, delete"):
+        client.bulk_runs("explode", [theirs])
+    bobs.cancel_run(theirs)
+    bobs.wait_for_run(theirs, timeout=60, interval=0.2)
+
+
 def test_errors_carry_the_apis_message(server, alice, bob, overrides):  # noqa: F811
     client, bobs = _client(server, alice), _client(server, bob)
     with pytest.raises(BadRequest) as bad:
@@ -151,7 +168,10 @@ def test_a_client_without_a_token_says_where_to_get_one(monkeypatch):
 
 def test_metrics_frame_needs_pandas_and_says_so(server, alice, monkeypatch):  # noqa: F811
     monkeypatch.setitem(sys.modules, "pandas", None)  # what an environment without pandas looks like
-    with pytest.raises(ImportError, match=r"metrics_frame needs pandas \(pip install pandas\)"):
+    with pytest.raises(
+        ImportError,
+        match=r"metrics_frame needs pandas, an optional extra: pip install pandas \(or .*\[frames\]",
+    ):
         _client(server, alice).metrics_frame(1)
 
 
@@ -175,7 +195,7 @@ def test_the_catalog_through_the_client(server, alice, overrides, settings):  # 
     with pytest.raises(BadRequest, match="must be inside one of the model roots"):
         client.register_model("evil", "/etc")
     assert client.models() == []
-    dataset = register_dataset("sums", overrides["data.train_path"])
+    dataset = register_dataset("sums", overrides["data.train_path"], overrides["data.val_path"])
     run_id = client.create_run(
         "on-sums", preset="tiny_cpu", dataset="sums", overrides={**overrides, "optim.total_steps": 400}
     )["id"]

@@ -1,4 +1,4 @@
-"""dapo.config: validation with field names, JSON round trip, overrides, docs; presets."""
+"""dapo.runconfig: validation with field names, JSON round trip, overrides, docs; presets."""
 
 import json
 import subprocess
@@ -6,14 +6,21 @@ import sys
 
 import pytest
 
-from dapo.config import (
+from dapo.runconfig import (
     AlgorithmConfig,
     ConfigError,
     RunConfig,
     config_diff,
 )
-from dapo.config_docs import describe_fields, field_docs
-from dapo.presets import ABLATION_LADDER, PRESETS, ablation_ladder, get_preset, paper_qwen32b, tiny_cpu
+from dapo.runconfig.docs import describe_fields, field_docs
+from dapo.runconfig.presets import (
+    ABLATION_LADDER,
+    PRESETS,
+    ablation_ladder,
+    get_preset,
+    paper_qwen32b,
+    tiny_cpu,
+)
 
 
 def errors_of(data) -> dict[str, str]:
@@ -125,7 +132,7 @@ def test_the_ablation_ladder_adds_one_technique_per_rung():
 
 
 def test_importing_the_config_does_not_import_torch():
-    code = "import sys, dapo.config, dapo.presets; print('torch' in sys.modules)"
+    code = "import sys, dapo.runconfig, dapo.runconfig.presets; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

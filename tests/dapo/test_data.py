@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dapo.data import (
+from dapo.data.problems import (
     DataError,
     Problem,
     encode_prompts,

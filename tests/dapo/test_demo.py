@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from dapo import demo
-from dapo.data import load_problems, render_prompt
+from dapo.data import demo
+from dapo.data.problems import load_problems, render_prompt
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "demo"
 
 
 def _expression_value(prompt: str) -> int:
-    """Evaluate 'Compute 12+7-3.' independently of dapo.demo."""
+    """Evaluate 'Compute 12+7-3.' independently of dapo.data.demo."""
     match = re.fullmatch(r"Compute (\d+(?:[+-]\d+){1,2})\.", prompt)
     assert match, prompt
     tokens = re.findall(r"[+-]?\d+", match.group(1))
@@ -68,7 +68,7 @@ def test_partial_results_are_never_negative() -> None:
 
 
 def test_worked_solution_ends_with_the_answer_line_and_noise_carries_through() -> None:
-    from dapo.reward import math_dapo_score
+    from dapo.rewards import math_dapo_score
 
     expression = ((12, 7, 3), ("+", "-"))
     assert demo.worked_solution(expression) == "12+7=19, 19-3=16\nAnswer: 16"

@@ -8,12 +8,12 @@ from collections import Counter
 
 import pytest
 
-from dapo import reward
-from dapo.batching import Rollout
-from dapo.data import Problem
-from dapo.explain import explain_sample
-from dapo.runner import run
-from dapo.trainer import reported
+from dapo import rewards as reward
+from dapo.algo.explain import explain_sample
+from dapo.data.problems import Problem
+from dapo.loop.batching import Rollout
+from dapo.loop.runner import run
+from dapo.loop.trainer import reported
 from tests.dapo.test_trainer import LengthParityReward, Recorder
 
 
@@ -61,7 +61,8 @@ def test_every_group_is_reported_with_its_reason_and_the_counts_match_the_metric
         assert reasons["all_correct"] == pytest.approx(m["train/frac_all_correct"] * generated)
         assert reasons["all_wrong"] == pytest.approx(m["train/frac_all_wrong"] * generated)
         assert reasons[""] * G == m["train/num_samples_trained"]
-        assert reasons[""] + reasons["surplus"] == m["train/num_prompts_kept"]
+        assert reasons[""] == m["train/num_prompts_kept"]  # one meaning: the groups trained on
+        assert reasons["surplus"] == m["train/num_prompts_surplus"] == m["train/discarded_groups/surplus"]
         overlong = [s for s in samples if s.discard_reason == "overlong"]
         assert len(overlong) == m["train/discarded_samples/overlong"]
         assert all(s.truncated and s.kept and not s.update_info["in_loss"] for s in overlong)

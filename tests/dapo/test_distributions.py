@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dapo import reward
-from dapo.distributions import LEVELS, SKETCH, merge_sketches, pop_ratio_sketch, quantiles, ratio_sketch
-from dapo.ray_shards import merge_updates
-from dapo.report import Sink
-from dapo.runner import run
-from dapo.sinks import JsonlSink, read_jsonl
+from dapo import rewards as reward
+from dapo.cluster.ray_shards import merge_updates
+from dapo.loop.distributions import LEVELS, SKETCH, merge_sketches, pop_ratio_sketch, quantiles, ratio_sketch
+from dapo.loop.report import Sink
+from dapo.loop.runner import run
+from dapo.loop.sinks import JsonlSink, read_jsonl
 
 
 class LengthParityReward:

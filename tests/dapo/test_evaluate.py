@@ -1,5 +1,5 @@
-"""python -m dapo.evaluate: metrics.json and samples.jsonl that agree, per-file sources, a run's checkpoint
-evaluated like the same weights as a model folder, and bad arguments refused with exit status 2."""
+"""python -m dapo.eval.evaluate: metrics.json and samples.jsonl that agree, per-file sources, a run's
+checkpoint evaluated like the same weights as a model folder, and bad arguments refused with exit status 2."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from dapo.data import load_problems, write_parquet
-from dapo.evaluate import evaluate, evaluation_config, main
-from dapo.report import RunInfo, Sink, StepReport
+from dapo.data.problems import load_problems, write_parquet
+from dapo.eval.evaluate import evaluate, evaluation_config, main
+from dapo.loop.report import RunInfo, Sink, StepReport
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "dapo.evaluate", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "dapo.eval.evaluate", *args], capture_output=True, text=True, timeout=300
     )
 
 
@@ -146,7 +146,7 @@ class Recorder(Sink):
 
 
 def test_an_evaluation_run_reports_one_step_0_to_its_sinks(tiny_config, tmp_path):
-    from dapo.evaluate import run
+    from dapo.eval.evaluate import run
 
     config = evaluation_config(tiny_config, data=[tiny_config.data.val_path], n=2, max_problems=2)
     sink = Recorder()

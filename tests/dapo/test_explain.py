@@ -1,5 +1,6 @@
-"""The objective explainer (dapo.explain) against dapo.loss on hand-made batches: every token's loss, clip
-rule, weight, share of the loss and gradient, in every aggregation mode, with and without the dual clip."""
+"""The objective explainer (dapo.algo.explain) against dapo.algo.loss on hand-made batches: every token's
+loss, clip rule, weight, share of the loss and gradient, in every aggregation mode, with and without the
+dual clip."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import math
 import pytest
 import torch
 
-from dapo.explain import RULES, explain_sample, token_terms, token_weight
-from dapo.loss import AGG_MODES, aggregate, count_seqs, policy_loss
+from dapo.algo.explain import RULES, explain_sample, token_terms, token_weight
+from dapo.algo.loss import AGG_MODES, aggregate, count_seqs, policy_loss
 
 CLIP = {"clip_low": 0.2, "clip_high": 0.28}
 MAX_LEN = 6
@@ -71,7 +72,7 @@ def test_shares_add_up_to_the_loss_and_gradients_are_autograds(mode, clip_c):
 
 @pytest.mark.parametrize("clip_c", [10.0, None])
 def test_each_tokens_loss_and_clip_flags_are_dapo_loss_on_that_token_alone(clip_c):
-    """dapo.loss on a one-token mask (token-mean over 1 token) is that token's L; its clip fractions are
+    """dapo.algo.loss on a one-token mask (token-mean over 1 token) is that token's L; its clip fractions are
     1 exactly where the explainer says clipped / dual-clipped."""
     logp, old, adv, _ = batch()
     terms = explained("token-mean", clip_c)

@@ -10,16 +10,16 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from dapo import export
-from dapo.modeling import load_policy
-from dapo.runner import run
-from dapo.sinks import JsonlSink
+from dapo.learner import export
+from dapo.learner.modeling import load_policy
+from dapo.loop.runner import run
+from dapo.loop.sinks import JsonlSink
 
 
 @pytest.fixture(scope="module")
 def trained(tiny_assets, tmp_path_factory):
     """A real run of the tiny model: two steps, a checkpoint after each (module-scoped: it costs seconds)."""
-    from dapo.presets import tiny_cpu
+    from dapo.runconfig.presets import tiny_cpu
 
     config = tiny_cpu().with_overrides(
         {

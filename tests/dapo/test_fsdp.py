@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import torch
 
-from dapo.actor import PolicyActor, UpdateBatch
-from dapo.config import ConfigError, ExecutionConfig, RunConfig
-from dapo.fsdp import learner_state_bytes
-from dapo.ray_shards import merge_updates, shard_update
+from dapo.cluster.ray_shards import merge_updates, shard_update
+from dapo.learner.actor import PolicyActor, UpdateBatch
+from dapo.learner.fsdp import learner_state_bytes
+from dapo.runconfig import ConfigError, ExecutionConfig, RunConfig
 
 WORLD = 2
 LR = 1e-3
@@ -146,7 +146,7 @@ def _first_update(actor: PolicyActor, batch: UpdateBatch, shard: UpdateBatch) ->
 
 @pytest.fixture(scope="module")
 def tiny_learner(tiny_assets) -> RunConfig:
-    from dapo.presets import tiny_cpu
+    from dapo.runconfig.presets import tiny_cpu
 
     return tiny_cpu().with_overrides(
         {
@@ -165,7 +165,7 @@ def two_ranks(tiny_learner: RunConfig, tmp_path_factory) -> dict[str, Any]:
     """The two-rank run of ``_rank_main`` and a one-process learner on the same batches."""
     import torch.multiprocessing as mp
 
-    from dapo.ray_cluster import free_port
+    from dapo.cluster.ray_cluster import free_port
 
     out = tmp_path_factory.mktemp("fsdp")
     torch.manual_seed(0)
@@ -278,7 +278,7 @@ def test_an_fsdp_learner_saves_a_huggingface_folder_of_its_whole_weights(two_ran
 
 
 def test_fsdp_learners_score_equally_long_log_prob_shards() -> None:
-    from dapo.ray_shards import logprob_shards
+    from dapo.cluster.ray_shards import logprob_shards
 
     assert logprob_shards(5, 2) == [([0, 1, 2], 3), ([3, 4], 2)]
     assert logprob_shards(1, 3) == [([0], 1)]  # DDP: learners without rows are not asked
@@ -302,41 +302,21 @@ def test_fsdp_needs_the_ray_backend_and_offload_needs_fsdp() -> None:
 # ---- through the Ray backend ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def local_ray(tmp_path_factory) -> Any:
-    """A local Ray for this module (RAY_ADDRESS unset, its files under a temporary var/)."""
-    ray = pytest.importorskip("ray")
-    from dapo.ray_cluster import connect
-
-    if ray.is_initialized():
-        pytest.skip("this process already joined a Ray cluster")
-    root = tmp_path_factory.mktemp("ray")
-    with pytest.MonkeyPatch.context() as mp:
-        for key in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
-            mp.delenv(key, raising=False)
-        mp.setenv("DAPO_VAR_DIR", str(root / "var"))
-        connection = connect()
-        try:
-            yield root
-        finally:
-            connection.close()
-
-
 @pytest.mark.slow
-def test_a_ray_run_with_two_fsdp_learners_trains_like_one_process(local_ray, tmp_path) -> None:
+def test_a_ray_run_with_two_fsdp_learners_trains_like_one_process(ray_session, tmp_path) -> None:
     """Two steps, split mode with one rollout worker (so the samples are the one-process ones): the same
     metrics, every learner and the rollout worker hold the one-process weights, and the step-2
     checkpoint has the one-process keys and values."""
     import ray
 
-    from dapo.backends import LocalBackend
-    from dapo.checkpoint import latest
-    from dapo.ray_backend import RayBackend
+    from dapo.cluster.backends import LocalBackend
+    from dapo.cluster.ray_backend import RayBackend
+    from dapo.learner.checkpoint import latest
+    from dapo.loop.trainer import Trainer
     from dapo.rollout.base import SamplingParams
-    from dapo.trainer import Trainer
     from tests.dapo.ray_helpers import RecordingSink, tiny_config
 
-    base = tiny_config(local_ray / "assets", num_learner_workers=2, num_rollout_workers=1, colocate=False)
+    base = tiny_config(ray_session.assets, num_learner_workers=2, num_rollout_workers=1, colocate=False)
     config = replace(
         base,
         execution=replace(base.execution, learner_strategy="fsdp"),

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import time
 
-from dapo.hardware import Gpus, HardwareMonitor, ProcessSampler
-from dapo.report import Sink
-from dapo.runner import run
-from dapo.sinks import JsonlSink, read_jsonl
+from dapo.loop.hardware import Gpus, HardwareMonitor, ProcessSampler
+from dapo.loop.report import Sink
+from dapo.loop.runner import run
+from dapo.loop.sinks import JsonlSink, read_jsonl
 
 
 def own_cpu_s() -> float:

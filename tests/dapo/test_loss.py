@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from dapo.loss import (
+from dapo.algo.loss import (
     AGG_MODES,
     aggregate,
     count_seqs,
@@ -262,3 +262,16 @@ def test_it_looks_up_the_policy_loss_by_name():
     assert get_policy_loss("dapo") is policy_loss
     with pytest.raises(ValueError, match="dapo"):
         get_policy_loss("ppo-kl")
+
+
+def test_the_config_offers_exactly_the_registered_policy_losses():
+    """algorithm.policy_loss selects from POLICY_LOSSES: a loss registered there must be a choice of the
+    field (the web form and --help list the choices), and no choice may name a missing loss."""
+    import typing
+
+    from dapo.algo.loss import POLICY_LOSSES
+    from dapo.runconfig import AlgorithmConfig
+
+    choices = typing.get_args(typing.get_type_hints(AlgorithmConfig)["policy_loss"])
+    assert set(choices) == set(POLICY_LOSSES)
+    assert AlgorithmConfig().policy_loss in POLICY_LOSSES

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dapo import memory_plan as mp
-from dapo.config import ConfigError, RunConfig
+from dapo.learner import memory_plan as mp
+from dapo.runconfig import ConfigError, RunConfig
 
 GIB = 2**30
 QWEN7B = {
@@ -224,7 +224,10 @@ def test_the_plan_table_and_dict():
 
 
 def test_the_module_imports_no_torch():
-    code = "import sys, dapo.memory_plan; print([m for m in ('torch', 'transformers') if m in sys.modules])"
+    code = (
+        "import sys, dapo.learner.memory_plan;"
+        " print([m for m in ('torch', 'transformers') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

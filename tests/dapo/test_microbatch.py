@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from dapo.actor import PolicyActor, UpdateBatch
-from dapo.config import ConfigError
-from dapo.microbatch import PaddingCount, padded_width, plan_micro_batches, split_to_count
-from dapo.ray_shards import merge_updates
+from dapo.cluster.ray_shards import merge_updates
+from dapo.learner.actor import PolicyActor, UpdateBatch
+from dapo.learner.microbatch import PaddingCount, padded_width, plan_micro_batches, split_to_count
+from dapo.runconfig import ConfigError
 
 
 def test_row_plans_are_consecutive_runs_of_micro_batch_size():
@@ -161,3 +161,21 @@ def test_a_token_budget_update_equals_one_big_micro_batch(tiny_config):
     start = PolicyActor(tiny_config)
     pairs = zip(start.model.parameters(), budget.model.parameters(), strict=True)
     assert max(float((p - q).abs().max()) for p, q in pairs) > 1e-3
+
+
+def test_the_update_uses_the_policy_loss_the_config_names(tiny_config, monkeypatch):
+    """The learner looks ``algorithm.policy_loss`` up in POLICY_LOSSES: a loss registered there is the one
+    that runs (so a loss added as CONTRIBUTING.md says can be chosen)."""
+    from dapo.algo import loss as loss_module
+
+    calls: list[int] = []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return loss_module.policy_loss(*args, **kwargs)
+
+    monkeypatch.setitem(loss_module.POLICY_LOSSES, "dapo", counting)
+    actor = actor_with(tiny_config)
+    assert actor.policy_loss is counting
+    actor.update(update_batch(actor))
+    assert calls, "the update did not call the registered loss"

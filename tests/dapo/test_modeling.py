@@ -9,8 +9,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from dapo.loss import entropy_from_logits
-from dapo.modeling import PackedBatch, pack, response_logprobs
+from dapo.algo.loss import entropy_from_logits
+from dapo.learner.modeling import PackedBatch, pack, response_logprobs
 
 CPU = torch.device("cpu")
 

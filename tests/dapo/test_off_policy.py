@@ -13,12 +13,12 @@ import math
 import pytest
 import torch
 
-from dapo import checkpoint as ckpt
-from dapo import reward
-from dapo.actor import PolicyActor
-from dapo.backends import LocalBackend
-from dapo.config import ConfigError
-from dapo.trainer import Trainer
+from dapo import rewards as reward
+from dapo.cluster.backends import LocalBackend
+from dapo.learner import checkpoint as ckpt
+from dapo.learner.actor import PolicyActor
+from dapo.loop.trainer import Trainer
+from dapo.runconfig import ConfigError
 from tests.dapo.test_trainer import LengthParityReward, Recorder, straight_and_resumed
 
 

@@ -13,10 +13,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from dapo import reward
-from dapo.actor import PolicyActor, UpdateBatch
-from dapo.batching import old_policy_is_current
-from dapo.runner import run
+from dapo import rewards as reward
+from dapo.learner.actor import PolicyActor, UpdateBatch
+from dapo.loop.batching import old_policy_is_current
+from dapo.loop.runner import run
 from tests.dapo.test_trainer import LengthParityReward, Recorder
 
 

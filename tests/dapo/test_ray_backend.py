@@ -1,4 +1,4 @@
-"""The Ray backend on a local Ray (started once for this module, as a run with RAY_ADDRESS unset would):
+"""The Ray backend on a local Ray (the session's, started as a run with RAY_ADDRESS unset would start it):
 where it starts, determinism against the one-process backend, DDP over uneven shards, and recovery from
 a rollout worker or a learner that dies mid-run. Tiny model and batches: each test takes seconds."""
 
@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,37 +15,16 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from dapo.backends import LocalBackend  # noqa: E402
-from dapo.ray_backend import RayBackend  # noqa: E402
-from dapo.ray_cluster import RayConnection, connect, ray_temp_dir  # noqa: E402
-from dapo.report import StepReport  # noqa: E402
-from dapo.trainer import Trainer  # noqa: E402
+from dapo.cluster.backends import LocalBackend  # noqa: E402
+from dapo.cluster.ray_backend import RayBackend  # noqa: E402
+from dapo.loop.report import StepReport  # noqa: E402
+from dapo.loop.trainer import Trainer  # noqa: E402
 from tests.dapo.ray_helpers import RecordingSink, local_twin, tiny_config  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RayConnection, Path]]:
-    """A local Ray started by dapo.ray_cluster.connect() with RAY_ADDRESS unset, HOME pointed at an empty
-    folder (to see whether anything is written there) and DAPO_VAR_DIR at a temporary var/."""
-    if ray.is_initialized():
-        pytest.skip("this process already joined a Ray cluster")
-    root = tmp_path_factory.mktemp("ray")
-    with pytest.MonkeyPatch.context() as mp:
-        for key in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
-            mp.delenv(key, raising=False)
-        mp.setenv("HOME", str(root / "home"))
-        mp.setenv("DAPO_VAR_DIR", str(root / "var"))
-        (root / "home").mkdir()
-        connection = connect()
-        try:
-            yield connection, root
-        finally:
-            connection.close()
-
-
-@pytest.fixture(scope="module")
-def assets(local_ray: tuple[RayConnection, Path]) -> Path:
-    return local_ray[1] / "assets"
+@pytest.fixture
+def assets(ray_session) -> Path:
+    return ray_session.assets
 
 
 def fit(config, out_dir: Path, backend, hook=None) -> tuple[RecordingSink, object]:
@@ -60,12 +38,12 @@ def checksum(model) -> float:
     return float(sum(p.detach().double().sum() for p in model.parameters()))
 
 
-def test_a_local_ray_starts_under_var_on_a_free_port_and_writes_nothing_to_home(local_ray) -> None:
-    connection, root = local_ray
+def test_a_local_ray_starts_under_var_on_a_free_port_and_writes_nothing_to_home(ray_session) -> None:
+    connection, root = ray_session.connection, ray_session.root
     assert connection.started_local and connection.owns_init
     port = int(connection.address.rsplit(":", 1)[1])
     assert port != 6379
-    assert ray_temp_dir() == root / "var" / "ray" and any((root / "var" / "ray").glob("session_*"))
+    assert ray_session.temp_dir == root / "var" / "ray" and any((root / "var" / "ray").glob("session_*"))
     assert ray.cluster_resources()["CPU"] == os.cpu_count()
     assert not any((root / "home").iterdir()), "a local Ray wrote into the home directory"
 
@@ -208,7 +186,10 @@ def test_a_new_controller_resumes_a_ray_run_from_its_checkpoint_like_an_uninterr
 
 
 def test_importing_the_backends_does_not_import_ray() -> None:
-    code = "import sys, dapo.trainer, dapo.ray_backend, dapo.ray_cluster; assert 'ray' not in sys.modules"
+    code = (
+        "import sys, dapo.loop.trainer, dapo.cluster.ray_backend, dapo.cluster.ray_cluster;"
+        " assert 'ray' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
 
 

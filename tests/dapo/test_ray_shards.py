@@ -1,11 +1,11 @@
-"""How the Ray backend splits work over workers (dapo.ray_shards): pure, no Ray needed."""
+"""How the Ray backend splits work over workers (dapo.cluster.ray_shards): pure, no Ray needed."""
 
 from __future__ import annotations
 
 import pytest
 
-from dapo.actor import UpdateBatch
-from dapo.ray_shards import merge_updates, shard_seed, shard_update, split_evenly
+from dapo.cluster.ray_shards import merge_updates, shard_seed, shard_update, split_evenly
+from dapo.learner.actor import UpdateBatch
 
 
 def make_batch(minibatch: list[int]) -> UpdateBatch:
@@ -87,3 +87,37 @@ def test_ratio_rows_are_asked_for_on_the_learner_that_holds_them_and_mapped_back
     metrics, ratios = merge_updates(results, [rows for _, rows in shards])
     assert ratios == {0: [1.0], 1: [1.1], 3: [0.9]}
     assert metrics == {"actor/pg_loss": pytest.approx(0.75), "actor/grad_norm": 2.0, "actor/lr": 0.1}
+
+
+def test_balanced_shards_even_out_the_learners_tokens_and_merge_back_by_row() -> None:
+    """verl's balance_batch within a mini-batch: as many rows per learner, token totals close, each
+    learner's rows in arrival order; results still land on their global rows."""
+    lengths = [9, 8, 7, 6, 1, 1, 1, 1, 5]  # the long rows arrive first: contiguous halves are lopsided
+    batch = UpdateBatch(
+        prompts=[[1, 2] for _ in lengths],
+        responses=[[5] * n for n in lengths],
+        advantages=[1.0] * len(lengths),
+        old_logprobs=[[-1.0] * n for n in lengths],
+        loss_mask=[True] * len(lengths),
+        minibatch=[0] * 8 + [1],
+        minibatch_tokens={0: 34, 1: 5},
+        minibatch_seqs={0: 8, 1: 1},
+        ratio_rows=[0, 5],
+    )
+
+    def tokens(shards) -> list[int]:
+        return [sum(len(p) + len(r) for p, r in zip(s.prompts, s.responses, strict=True)) for s, _ in shards]
+
+    contiguous, balanced = shard_update(batch, 2), shard_update(batch, 2, balance=True)
+    # mini-batch 0 has 50 tokens; mini-batch 1's lone row (7) goes to one learner, a masked copy to the other
+    assert tokens(contiguous) == [38 + 7, 12 + 7]
+    assert tokens(balanced) == [25 + 7, 25 + 7]
+    (a, rows_a), (b, rows_b) = balanced
+    assert len(rows_a) == len(rows_b) == 5 and rows_b[-1] == -1  # padding as before
+    assert sorted(r for r in rows_a + rows_b if r >= 0) == list(range(9))
+    assert rows_a[:4] == sorted(rows_a[:4]) and rows_b[:4] == sorted(rows_b[:4])  # arrival order kept
+    asked = {rows_a[j] for j in a.ratio_rows} | {rows_b[j] for j in b.ratio_rows}
+    assert asked == {0, 5}
+    per_row = [({j: [float(r)] for j, r in enumerate(rows)},) for rows in (rows_a, rows_b)]
+    _, merged = merge_updates([({"actor/pg_loss": 0.0}, *p) for p in per_row], [rows_a, rows_b])
+    assert merged == {i: [float(i)] for i in range(9)}

@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from dapo.reward import (
+from dapo.rewards import (
     REWARD_FUNCTIONS,
     MathDapoReward,
     MathResult,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from dapo.config import ConfigError, DataConfig
-from dapo.report import Sink
+from dapo.loop.report import Sink
+from dapo.loop.runner import run
 from dapo.rewards import RewardError, RewardResult, build_reward, plugins, remote
-from dapo.runner import run
+from dapo.runconfig import ConfigError, DataConfig
 
 PLUGINS = Path(__file__).parent / "reward_plugins"
 

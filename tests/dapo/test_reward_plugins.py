@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from dapo.config import ConfigError, DataConfig
-from dapo.report import Sink
+from dapo.loop.report import Sink
+from dapo.loop.runner import run
 from dapo.rewards import RewardError, build_reward, describe_rewards, get_reward_fn, plugins
-from dapo.runner import run
+from dapo.runconfig import ConfigError, DataConfig
 
 HERE = Path(__file__).parent
 PLUGINS = HERE / "reward_plugins"
@@ -43,7 +43,7 @@ def test_a_folder_plugin_is_validated_without_being_imported(plugin_folders):
 
 def test_names_outside_the_allowlist_are_field_errors_and_never_imported(plugin_folders, monkeypatch):
     assert "allowed now" in config_error(reward_fn="os:system")["reward_fn"]
-    assert "defines no top-level Missing" in config_error(reward_fn="parity_plugin:Missing")["reward_fn"]
+    assert "is not a reward that" in config_error(reward_fn="parity_plugin:Missing")["reward_fn"]
     assert "package.module:callable" in config_error(reward_fn="a b:c")["reward_fn"]
     monkeypatch.delenv(plugins.FOLDERS_ENV)
     errors = config_error(reward_fn=PARITY)
@@ -51,6 +51,62 @@ def test_names_outside_the_allowlist_are_field_errors_and_never_imported(plugin_
     assert "allowed now: none" in errors["reward_fn"]
     with pytest.raises(RewardError, match="not an allowed"):
         plugins.load_plugin(PARITY)
+
+
+NOT_LISTED = [
+    "example_rewards.numeric:re",  # a module the plugin imports
+    "example_rewards.numeric:math",
+    "example_rewards.numeric:last_number",  # a helper its __all__ leaves out
+    "example_rewards.numeric:NUMBER",  # a constant
+    "parity_plugin:LOADED",
+    "parity_plugin:_private",
+]
+
+
+@pytest.mark.parametrize("name", NOT_LISTED)
+def test_only_the_callables_a_plugin_module_lists_are_allowed(plugin_folders, name):
+    message = config_error(reward_fn=name)["reward_fn"]
+    assert f"{name} is not a reward that" in message
+    assert "example_rewards.numeric:CloseNumber" in message and PARITY in message  # what is allowed
+    assert name not in plugins.available()
+    with pytest.raises(RewardError, match="is not a reward that"):
+        plugins.load_plugin(name)
+
+
+def test_an_imported_callable_is_not_a_reward_of_the_importing_module(tmp_path, monkeypatch):
+    (tmp_path / "sneaky.py").write_text(
+        "from subprocess import run\nfrom os import system as check\n\n"
+        "class Fair:\n    def __call__(self, response, truth):\n        return 1.0\n"
+    )
+    monkeypatch.setenv(plugins.FOLDERS_ENV, str(tmp_path))
+    assert plugins.available() == ["sneaky:Fair"]
+    DataConfig(reward_fn="sneaky:Fair")
+    for name in ("sneaky:run", "sneaky:check"):
+        assert "allowed: sneaky:Fair" in config_error(reward_fn=name)["reward_fn"]
+
+
+def test_a_listed_name_rebound_at_import_to_something_else_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "rebound.py").write_text(
+        "class Fair:\n    def __call__(self, r, t):\n        return 1.0\n\n"
+        "if True:  # hidden from the listing, which reads top-level definitions only\n"
+        "    from os import getcwd as Fair\n"
+    )
+    monkeypatch.setenv(plugins.FOLDERS_ENV, str(tmp_path))
+    monkeypatch.delitem(sys.modules, "rebound", raising=False)
+    DataConfig(reward_fn="rebound:Fair")
+    with pytest.raises(RewardError, match="Fair is not defined in rebound"):
+        plugins.load_plugin("rebound:Fair")
+    sys.modules.pop("rebound", None)
+
+
+def test_a_module_in_two_plugin_folders_is_the_first_folders(tmp_path, monkeypatch):
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder, cls in ((first, "Early"), (second, "Late")):
+        folder.mkdir()
+        (folder / "twin.py").write_text(f"class {cls}:\n    def __call__(self, r, t):\n        return 1.0\n")
+    monkeypatch.setenv(plugins.FOLDERS_ENV, f"{first}:{second}")
+    assert plugins.available() == ["twin:Early"]  # as Python would import it: the first folder's
+    assert "twin:Late is not a reward that" in config_error(reward_fn="twin:Late")["reward_fn"]
 
 
 def test_a_plugin_module_shadowed_by_an_imported_one_is_refused(plugin_folders):

@@ -4,9 +4,9 @@ import pickle
 
 import pytest
 
-from dapo.config import DataConfig
 from dapo.rewards import INVALID, RewardResult, get_reward_fn
 from dapo.rewards.rules import BoxedExact, JsonMatch, MultipleChoice, RegexMatch, last_boxed
+from dapo.runconfig import DataConfig
 
 # (response, ground truth, correct)
 BOXED = [

@@ -1,4 +1,4 @@
-"""Rounds sized to what is missing (algorithm.adaptive_gen_batch, dapo.sampling.RoundSizer).
+"""Rounds sized to what is missing (algorithm.adaptive_gen_batch, dapo.algo.sampling.RoundSizer).
 
 A sized round draws ceil(missing / p + margin * sd / p) prompts, at most gen_batch_size, p being the
 recent kept fraction. The trained batch stays the first train_batch_size groups that pass the filter; the
@@ -13,10 +13,10 @@ import random
 
 import pytest
 
-from dapo import reward
-from dapo.backends import LocalBackend
-from dapo.sampling import GroupBatchFiller, RoundSizer
-from dapo.trainer import Trainer
+from dapo import rewards as reward
+from dapo.algo.sampling import GroupBatchFiller, RoundSizer
+from dapo.cluster.backends import LocalBackend
+from dapo.loop.trainer import Trainer
 from tests.dapo.test_trainer import LengthParityReward, Recorder, straight_and_resumed
 
 

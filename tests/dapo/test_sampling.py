@@ -5,7 +5,7 @@ import logging
 import pytest
 import torch
 
-from dapo.sampling import FILTER_METRICS, GroupBatchFiller, keep_groups
+from dapo.algo.sampling import FILTER_METRICS, GroupBatchFiller, keep_groups
 
 
 def make_round(round_index, num_groups, group_size):
@@ -59,6 +59,7 @@ def test_it_reports_the_step_stats():
         "train/num_gen_batches": 2.0,
         "train/num_prompts_generated": 6.0,
         "train/num_prompts_kept": 2.0,
+        "train/num_prompts_surplus": 0.0,
         "train/frac_all_correct": pytest.approx(2 / 6),
         "train/frac_all_wrong": pytest.approx(2 / 6),
         "train/gen_limit_hit": 0.0,
@@ -76,7 +77,7 @@ def test_it_trains_on_what_it_has_when_the_round_limit_is_hit(caplog):
     filler.add(make_round(1, 3, 2), [False, False, True], acc=[True, False] * 3)
     assert (filler.done, filler.limit_hit, filler.may_generate_more) == (False, True, False)
 
-    with caplog.at_level(logging.WARNING, logger="dapo.sampling"):
+    with caplog.at_level(logging.WARNING, logger="dapo.algo.sampling"):
         batch = filler.batch()
     assert batch == [(0, 1, 0), (0, 1, 1), (1, 2, 0), (1, 2, 1)]
     assert len(caplog.records) == 1
@@ -89,7 +90,7 @@ def test_it_trains_on_what_it_has_when_the_round_limit_is_hit(caplog):
 def test_it_returns_an_empty_batch_when_the_limit_is_hit_with_nothing_kept(caplog):
     filler = GroupBatchFiller(train_batch_size=2, group_size=2, max_num_gen_batches=1)
     filler.add(make_round(0, 2, 2), [False, False], acc=[True] * 4)
-    with caplog.at_level(logging.WARNING, logger="dapo.sampling"):
+    with caplog.at_level(logging.WARNING, logger="dapo.algo.sampling"):
         assert filler.batch() == []
     assert "0 of 2 groups" in caplog.messages[0]
     assert filler.metrics()["train/frac_all_correct"] == 1.0
@@ -98,7 +99,7 @@ def test_it_returns_an_empty_batch_when_the_limit_is_hit_with_nothing_kept(caplo
 def test_it_does_not_warn_when_the_batch_fills_in_the_last_allowed_round(caplog):
     filler = GroupBatchFiller(train_batch_size=1, group_size=2, max_num_gen_batches=1)
     filler.add(make_round(0, 2, 2), [True, True], acc=[True, False] * 2)
-    with caplog.at_level(logging.WARNING, logger="dapo.sampling"):
+    with caplog.at_level(logging.WARNING, logger="dapo.algo.sampling"):
         assert filler.batch() == [(0, 0, 0), (0, 0, 1)]
     assert caplog.records == []
     assert not filler.limit_hit
@@ -174,6 +175,7 @@ def test_it_names_why_each_group_was_not_trained_and_counts_the_reasons():
         "train/discarded_groups/no_variance": 1.0,
         "train/discarded_groups/surplus": 1.0,
     }
-    # the reasons agree with the older stats: kept before the cut = trained + surplus
-    assert m["train/num_prompts_kept"] == 2 + m["train/discarded_groups/surplus"]
+    # kept = the groups trained on; the surplus is counted apart, and agrees with the reasons
+    assert m["train/num_prompts_kept"] == 2
+    assert m["train/num_prompts_surplus"] == m["train/discarded_groups/surplus"] == 1
     assert m["train/frac_all_correct"] * m["train/num_prompts_generated"] == 1.0

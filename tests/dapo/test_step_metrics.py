@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from dapo.batching import Rollout, build_update_batch, old_policy_entropy, step_metrics
-from dapo.data import Problem
-from dapo.loss import policy_loss
-from dapo.presets import get_preset, tiny_cpu
-from dapo.timing import Timer
-from dapo.trainer import FILTER_FIELD, Trainer, filter_groups, num_gpus
+from dapo.algo.loss import policy_loss
+from dapo.data.problems import Problem
+from dapo.loop.batching import Rollout, build_update_batch, old_policy_entropy, step_metrics
+from dapo.loop.timing import Timer
+from dapo.loop.trainer import FILTER_FIELD, Trainer, filter_groups, num_gpus
+from dapo.runconfig.presets import get_preset, tiny_cpu
 
 
 def rollout(

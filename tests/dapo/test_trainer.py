@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from dapo import reward
-from dapo.report import Sink
-from dapo.runner import run
-from dapo.sinks import JsonlSink, read_jsonl
+from dapo import rewards as reward
+from dapo.loop.report import Sink
+from dapo.loop.runner import run
+from dapo.loop.sinks import JsonlSink, read_jsonl
 
 
 class LengthParityReward:

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from dapo.config import ConfigError
-from dapo.data import load_problems, write_parquet
-from dapo.trainer import Trainer
-from dapo.validation import load_labelled
+from dapo.data.problems import load_problems, write_parquet
+from dapo.eval.validation import load_labelled
+from dapo.loop.trainer import Trainer
+from dapo.runconfig import ConfigError
 
 
 def test_several_validation_files_report_per_file_and_overall(tiny_config, tiny_assets, tmp_path):
@@ -54,7 +54,7 @@ def test_val_paths_are_checked_and_val_path_alone_still_works(tiny_config):
 
 
 def test_the_console_shows_acc_mean_and_pass_at_the_largest_n_per_source():
-    from dapo.sinks import headline_validation
+    from dapo.loop.sinks import headline_validation
 
     metrics = {
         "val/acc/mean@4": 0.5,

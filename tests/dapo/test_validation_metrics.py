@@ -1,4 +1,4 @@
-"""Validation metrics (dapo.metrics): hand-computed values, and equality with verl's formulas on fixed
+"""Validation metrics (dapo.eval.metrics): hand-computed values, and equality with verl's formulas on fixed
 inputs (a slow reference written here the way verl's process_validation_metrics computes them)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from dapo.metrics import (
+from dapo.eval.metrics import (
     PromptSamples,
     bootstrap_indices,
     ks_for,

@@ -3,9 +3,7 @@ errors, and the small demo run."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tests.worker import stack
@@ -56,25 +54,19 @@ def open_page(browser: Any, *, timeout_ms: int = 20_000, **context: Any) -> tupl
     """A page in a new browser context (``context``: viewport, accept_downloads...) and the list its
     uncaught script errors go to: a script error would silently stop a page from updating, so every test
     asserts the list is empty at the end."""
+    from playwright.sync_api import expect
+
     page = browser.new_context(**context).new_page()
     page.set_default_timeout(timeout_ms)
+    # expect()'s own default is 5 s, which a busy machine exceeded (a dataset row's solve rate, fetched
+    # after a click, at load 6): the same deadline as the page's actions; a passing check returns at once
+    expect.set_options(timeout=timeout_ms)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))  # which page, and what
     return page, errors
 
 
-@contextmanager
-def daphne_page(tmp_path: Path, chromium_path: str, **env_extra: str) -> Iterator[tuple[Any, list[str], str]]:
-    """Daphne alone on the test database (rows are written by the test, no worker), and a page of chromium
-    logged in as alice: yields (page, script errors, base URL). ``env_extra`` goes to daphne's environment."""
-    from playwright.sync_api import sync_playwright
-
-    env = stack.environment(tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1", **env_extra)
-    port = stack.free_port()
-    base = f"http://127.0.0.1:{port}"
-    with stack.daphne(env, tmp_path / "daphne.log", port), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        page, errors = open_page(browser, viewport=VIEWPORT)
-        log_in(page, base)
-        yield page, errors, base
-        browser.close()
+def off_loop(fn: Any) -> Any:
+    """Run a database call in a thread: Playwright's sync API keeps an event loop in this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn).result()

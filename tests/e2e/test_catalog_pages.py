@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, VIEWPORT, log_in, open_page
+from tests.e2e.support import ARTIFACTS
 from tests.platform.fixtures import queued  # noqa: F401 (a fixture: runs are never sent to Celery)
 from tests.platform.support import make_fake_assets
 from tests.worker import stack
@@ -23,37 +23,17 @@ DEMO_MODEL = stack.REPO / "assets" / "demo" / "model"
 
 
 @pytest.fixture
-def site(alice, settings, tmp_path: Path, chromium_path: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """daphne with the model and dataset roots under tmp_path, and chromium logged in as alice."""
-    from playwright.sync_api import sync_playwright
-
-    # the tests write rows between page actions, while Playwright's event loop runs in this thread
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
+def site(alice, live) -> Any:
+    """Two model folders under the stack's roots (one with no tokenizer), and a page logged in as alice."""
     if not (DEMO_MODEL / "model.safetensors").is_file():
-        pytest.skip("the demo model is not built (python -m dapo.demo --out assets/demo)")
-    models = tmp_path / "models"
+        pytest.skip("the demo model is not built (python -m dapo.data.demo --out assets/demo)")
+    models = live.tmp / "models"
     shutil.copytree(DEMO_MODEL, models / "demo")
     shutil.copytree(DEMO_MODEL, models / "no-tokenizer")
     (models / "no-tokenizer" / "tokenizer.json").unlink()
-    settings.DAPO_MODEL_ROOTS, settings.DAPO_DATASET_ROOTS = [models], [tmp_path]
-    env = stack.environment(
-        tmp_path / "var",
-        DJANGO_ALLOWED_HOSTS="127.0.0.1",
-        DAPO_MODEL_ROOTS=str(models),
-        DAPO_DATASET_ROOTS=str(tmp_path),
-    )
-    settings.DAPO_VAR_DIR = tmp_path / "var"
-    port = stack.free_port()
-    base = f"http://127.0.0.1:{port}"
     ARTIFACTS.mkdir(exist_ok=True)
-    with stack.daphne(env, tmp_path / "daphne.log", port), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        page, errors = open_page(browser, viewport=VIEWPORT)
-        log_in(page, base)
-        yield {"page": page, "errors": errors, "base": base, "models": models, "tmp": tmp_path}
-        browser.close()
-    stack.wait_for_other_sessions_to_leave()
+    page, errors = live.logged_in()
+    return {"page": page, "errors": errors, "base": live.base, "models": models, "tmp": live.tmp}
 
 
 def test_a_user_registers_inspects_and_starts_a_run_from_a_model(site):
@@ -98,7 +78,7 @@ def test_dataset_versions_are_listed_and_a_version_in_use_is_not_deleted(site, a
     from playwright.sync_api import expect
     from runs.models import Run, Status
 
-    from dapo.presets import get_preset
+    from dapo.runconfig.presets import get_preset
 
     page, base, tmp = site["page"], site["base"], site["tmp"]
     for answers in (["1", "2"], ["1", "2", "3"]):
@@ -118,14 +98,20 @@ def test_dataset_versions_are_listed_and_a_version_in_use_is_not_deleted(site, a
     page.click("#versions-table a:has-text('v1')")
     expect(page.locator("#ds-version")).to_have_text("v1")
     expect(page.locator("#ds-table, table").first).to_be_visible()
-    page.click("#ds-delete summary")
+    page.click("#ds-delete-link")  # a confirm step: what goes, and the version number to type
+    expect(page.locator("#ds-delete-summary")).to_contain_text("its 2 problems")
+    page.fill("#ds-delete-confirm", "2")
+    page.click("#ds-delete-btn")
+    expect(page.locator("#ds-delete-error")).to_have_text("Type the version number, 1, to confirm.")
+    page.fill("#ds-delete-confirm", "1")
     page.click("#ds-delete-btn")
     expect(page.locator(".msg-error")).to_contain_text(
         f"Not deleted: quiz v1 is in use by 1 queued or running run: #{run.pk} 'reads-v1' (running)"
     )
     page.screenshot(path=str(ARTIFACTS / "dataset-versions.png"), full_page=True)
     Run.objects.filter(pk=run.pk).update(status=Status.SUCCEEDED)
-    page.click("#ds-delete summary")
+    page.click("#ds-delete-link")
+    page.fill("#ds-delete-confirm", "v1")
     page.click("#ds-delete-btn")
     expect(page.locator(".msg-success")).to_contain_text("Deleted quiz v1 and its 2 problems.")
     expect(page.locator("#ds-version")).to_have_text("v2")
@@ -142,7 +128,7 @@ def test_the_api_docs_page_runs_requests_in_swagger_ui(site, alice, queued):  # 
     from playwright.sync_api import expect
     from runs.models import Run
 
-    from dapo.presets import get_preset
+    from dapo.runconfig.presets import get_preset
 
     page, base = site["page"], site["base"]
     config = get_preset("tiny_cpu").with_overrides(make_fake_assets(site["tmp"]))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import ARTIFACTS, CHROMIUM_ARGS, open_page, submit_login
+from tests.e2e.support import ARTIFACTS, submit_login
 from tests.platform.fixtures import queued  # noqa: F401 (a fixture: runs are never sent to Celery)
 from tests.platform.support import make_fake_assets, sample
 from tests.worker import stack
@@ -51,8 +51,8 @@ def seed(alice: Any, tmp_path: Any) -> dict[str, Any]:
     from catalog.registry import register_dataset, register_model
     from runs.models import Run, SavedComparison, SavedView
 
-    from dapo.presets import get_preset
-    from dapo.report import StepReport
+    from dapo.loop.report import StepReport
+    from dapo.runconfig.presets import get_preset
 
     config = get_preset("tiny_cpu").with_overrides(make_fake_assets(tmp_path))
     runs = [
@@ -126,40 +126,39 @@ def _settle(page: Any) -> None:
     page.wait_for_timeout(300)  # charts draw after the data arrives
 
 
-def test_no_page_is_wider_than_a_phone(alice, queued, tmp_path, chromium_path, settings):  # noqa: F811
-    from playwright.sync_api import sync_playwright
-
-    settings.DAPO_DATASET_ROOTS = [stack.REPO / "assets"]
-    data = seed(alice, tmp_path)
-    env = stack.environment(
-        tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1", DAPO_DATASET_ROOTS=str(stack.REPO / "assets")
-    )
-    port = stack.free_port()
-    base = f"http://127.0.0.1:{port}"
+def test_no_page_is_wider_than_a_phone(alice, queued, live):  # noqa: F811
+    data = seed(alice, live.tmp)
+    base = live.base
     ARTIFACTS.mkdir(exist_ok=True)
     wide: dict[str, Any] = {}
-    with stack.daphne(env, tmp_path / "daphne.log", port), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        page, errors = open_page(browser, viewport=PHONE, is_mobile=True, has_touch=True)
-        page.goto(f"{base}/accounts/login/")
-        _check(page, "/accounts/login/", wide)
-        submit_login(page, base)
-        for path in pages(data):
-            page.goto(base + path)
-            _settle(page)
-            _check(page, path, wide)
-            name = path.strip("/").replace("/", "-").replace("?", "-").replace("=", "") or "root"
-            page.screenshot(path=str(ARTIFACTS / f"phone-{name}.png"))
-        assert errors == []
-        browser.close()
+    page, errors = live.page(viewport=PHONE, is_mobile=True, has_touch=True)
+    page.goto(f"{base}/accounts/login/")
+    _check(page, "/accounts/login/", wide)
+    submit_login(page, base)
+    for path in pages(data):
+        page.goto(base + path)
+        _settle(page)
+        _check(page, path, wide)
+        name = path.strip("/").replace("/", "-").replace("?", "-").replace("=", "") or "root"
+        page.screenshot(path=str(ARTIFACTS / f"phone-{name}.png"))
+    assert errors == []
     assert wide == {}, wide
 
 
-def _axe(page: Any) -> list[str]:
-    """axe-core's serious and critical violations on the page: rule, and the first elements it names."""
+SCHEME_RULES = ("color-contrast", "link-in-text-block")
+"""The axe rules whose outcome depends on the colour scheme: the DOM, names, roles and focus order are the
+same in light and dark (the scheme changes CSS colours only), so the dark pass runs these, the light all."""
+
+
+def _axe(page: Any, rules: tuple[str, ...] = ()) -> list[str]:
+    """axe-core's serious and critical violations on the page (only ``rules`` when given): rule, and the
+    first elements it names."""
     from axe_playwright_python.sync_playwright import Axe
 
-    violations = Axe().run(page).response["violations"]
+    options: dict[str, Any] = {"resultTypes": ["violations"]}
+    if rules:
+        options["runOnly"] = {"type": "rule", "values": list(rules)}
+    violations = Axe().run(page, options=options).response["violations"]
     return [
         f"{v['id']} ({v['impact']}): {', '.join(str(n['target']) for n in v['nodes'][:3])}"
         for v in violations
@@ -207,67 +206,78 @@ CONTRAST_JS = """() => {
 }"""
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_text_contrast_keyboard_reach_and_dark_mode(alice, queued, tmp_path, chromium_path, settings, scheme):  # noqa: F811
-    from playwright.sync_api import expect, sync_playwright
+def _low_contrast(page: Any, path: str, rules: tuple[str, ...] = ()) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    if bad := page.evaluate(CONTRAST_JS):
+        found[path] = bad
+    if serious := _axe(page, rules):
+        found[f"axe {path}"] = serious
+    return found
 
-    settings.DAPO_DATASET_ROOTS = [stack.REPO / "assets"]
-    data = seed(alice, tmp_path)
-    env = stack.environment(
-        tmp_path / "var", DJANGO_ALLOWED_HOSTS="127.0.0.1", DAPO_DATASET_ROOTS=str(stack.REPO / "assets")
-    )
-    port = stack.free_port()
-    base = f"http://127.0.0.1:{port}"
-    low: dict[str, Any] = {}
-    with stack.daphne(env, tmp_path / "daphne.log", port), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        page, errors = open_page(browser, viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+
+def test_text_contrast_and_axe_in_light_and_dark_mode_on_every_page(alice, queued, live):  # noqa: F811
+    """One pass over every page, each opened side by side in a light and a dark browser context."""
+    data = seed(alice, live.tmp)
+    base = live.base
+    ARTIFACTS.mkdir(exist_ok=True)
+    size = {"width": 1280, "height": 900}
+    schemes = {scheme: live.page(viewport=size, color_scheme=scheme) for scheme in ("light", "dark")}
+    low: dict[str, dict[str, Any]] = {"light": {}, "dark": {}}
+    for scheme, (page, _) in schemes.items():
         page.goto(f"{base}/accounts/login/")
-        low.update({"/accounts/login/": bad} if (bad := page.evaluate(CONTRAST_JS)) else {})
+        low[scheme].update({"/accounts/login/": bad} if (bad := page.evaluate(CONTRAST_JS)) else {})
         submit_login(page, base)
-        for path in pages(data):
+    for path in pages(data):
+        for scheme, (page, _) in schemes.items():
             page.goto(base + path)
             _settle(page)
-            if bad := page.evaluate(CONTRAST_JS):
-                low[path] = bad
-            if serious := _axe(page):
-                low[f"axe {path}"] = serious
-        run = data["runs"][0].pk
+            low[scheme].update(_low_contrast(page, path, SCHEME_RULES if scheme == "dark" else ()))
+    run = data["runs"][0].pk
+    for scheme, (page, _) in schemes.items():
         page.goto(f"{base}/runs/{run}/")
         _settle(page)
-        dark = page.evaluate("getComputedStyle(document.body).backgroundColor")
-        assert (dark == "rgb(11, 18, 32)") == (scheme == "dark"), dark
-        if scheme == "dark":
-            page.screenshot(path=str(ARTIFACTS / "dark-run-page.png"))
-        else:
-            # the first Tab reaches the skip link, which jumps past the navigation to the content
-            page.keyboard.press("Tab")
-            assert page.evaluate("document.activeElement.className") == "skip-link"
-            page.keyboard.press("Enter")
-            assert page.evaluate("document.activeElement.id") == "main"
-            # no chart toolbar button is in the tab order; a sample row opens with Enter
-            assert page.locator(".modebar-btn").count() > 0
-            assert page.locator(".modebar-btn:not([tabindex='-1'])").count() == 0
-            page.focus("#samples-body tr")
-            page.keyboard.press("Enter")
-            expect(page.locator("#sample-dialog")).to_have_attribute("open", "")
-            page.keyboard.press("Escape")
-            # one-line dates on the runs list; whole-number counts on the answers chart
-            page.goto(f"{base}/runs/")
-            created = page.locator("#runs-body tr td:last-child").first.text_content()
-            assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", created), created
-            page.goto(f"{base}/datasets/{data['dataset'].pk}/")
-            page.wait_for_selector("#chart-answers .xtick text")
-            ticks = page.locator("#chart-answers .xtick text").all_text_contents()
-            assert ticks and all(re.fullmatch(r"[\d,]+", t) for t in ticks), ticks
-            # a sample's tokens are read with the arrow keys
-            page.goto(f"{base}/runs/{run}/samples/{data['sample'].pk}/")
-            if page.locator("#tokens").count():
-                page.focus("#tokens")
-                page.keyboard.press("ArrowRight")
-                page.keyboard.press("ArrowRight")
-                assert page.locator(".tok.current").get_attribute("data-i") == "1"
-                assert page.text_content("#token-info").strip() != ""
-        assert errors == []
-        browser.close()
-    assert low == {}, low
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert (background == "rgb(11, 18, 32)") == (scheme == "dark"), (scheme, background)
+    schemes["dark"][0].screenshot(path=str(ARTIFACTS / "dark-run-page.png"))
+    assert schemes["light"][1] == [] and schemes["dark"][1] == []
+    assert low == {"light": {}, "dark": {}}, low
+
+
+def test_keyboard_reach_dates_and_whole_number_ticks(alice, queued, live):  # noqa: F811
+    from playwright.sync_api import expect
+
+    data = seed(alice, live.tmp)
+    base = live.base
+    page, errors = live.logged_in(viewport={"width": 1280, "height": 900})
+    run = data["runs"][0].pk
+    page.goto(f"{base}/runs/{run}/")
+    _settle(page)
+    # the first Tab reaches the skip link, which jumps past the navigation to the content
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip-link"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+    # no chart toolbar button is in the tab order; a sample row opens with Enter
+    assert page.locator(".modebar-btn").count() > 0
+    assert page.locator(".modebar-btn:not([tabindex='-1'])").count() == 0
+    page.focus("#samples-body tr")
+    page.keyboard.press("Enter")
+    expect(page.locator("#sample-dialog")).to_have_attribute("open", "")
+    page.keyboard.press("Escape")
+    # one-line dates on the runs list; whole-number counts on the answers chart
+    page.goto(f"{base}/runs/")
+    created = page.locator("#runs-body tr td:last-child").first.text_content()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", created), created
+    page.goto(f"{base}/datasets/{data['dataset'].pk}/")
+    page.wait_for_selector("#chart-answers .xtick text")
+    ticks = page.locator("#chart-answers .xtick text").all_text_contents()
+    assert ticks and all(re.fullmatch(r"[\d,]+", t) for t in ticks), ticks
+    # a sample's tokens are read with the arrow keys
+    page.goto(f"{base}/runs/{run}/samples/{data['sample'].pk}/")
+    if page.locator("#tokens").count():
+        page.focus("#tokens")
+        page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowRight")
+        assert page.locator(".tok.current").get_attribute("data-i") == "1"
+        assert page.text_content("#token-info").strip() != ""
+    assert errors == []

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import ARTIFACTS, daphne_page
+from tests.e2e.support import ARTIFACTS
 from tests.platform.fixtures import queued  # noqa: F401 (a fixture: runs are never sent to Celery)
 from tests.platform.support import make_fake_assets, sample
 
@@ -38,8 +38,8 @@ POINT = """([el, trace, x]) => {
 def _run(alice: Any, tmp_path: Any) -> Any:
     from runs.models import Run
 
-    from dapo.presets import get_preset
-    from dapo.report import StepReport
+    from dapo.loop.report import StepReport
+    from dapo.runconfig.presets import get_preset
 
     config = get_preset("tiny_cpu").with_overrides(make_fake_assets(tmp_path))
     run = Run.create_queued(owner=alice, name="curves", config=config)
@@ -85,77 +85,76 @@ def _click_point(page: Any, selector: str, trace: int, x: int) -> None:
 def test_from_a_chart_point_to_its_samples_and_a_group_side_by_side(
     alice,
     queued,  # noqa: F811
-    tmp_path,
-    chromium_path,
+    live,
 ):
-    run = _run(alice, tmp_path)
-    with daphne_page(tmp_path, chromium_path) as (page, errors, base):
-        # 1. the run page: a click on the reward curve at step 5 (no samples there) opens step 4's
-        page.goto(f"{base}/runs/{run.pk}/")
-        _click_point(page, '.chart[data-title="Reward"]', 0, 5)
-        page.wait_for_url(f"{base}/runs/{run.pk}/samples/?split=train&step=5&near=1")
-        page.wait_for_function("document.body.dataset.curveStep === '4'")  # drawn, the step marked
-        assert page.inner_text("#step-label") == "4"
-        assert (
-            page.inner_text("#snap-note")
-            == "Step 5 has no train samples: showing step 4, the nearest that has."
-        )
-        assert "(step 4)" in page.inner_text("#results")
+    run = _run(alice, live.tmp)
+    page, errors = live.logged_in()
+    base = live.base
+    # 1. the run page: a click on the reward curve at step 5 (no samples there) opens step 4's
+    page.goto(f"{base}/runs/{run.pk}/")
+    _click_point(page, '.chart[data-title="Reward"]', 0, 5)
+    page.wait_for_url(f"{base}/runs/{run.pk}/samples/?split=train&step=5&near=1")
+    page.wait_for_function("document.body.dataset.curveStep === '4'")  # drawn, the step marked
+    assert page.inner_text("#step-label") == "4"
+    assert (
+        page.inner_text("#snap-note") == "Step 5 has no train samples: showing step 4, the nearest that has."
+    )
+    assert "(step 4)" in page.inner_text("#results")
 
-        # 2. the validation trace of the accuracy chart opens validation samples
-        page.goto(f"{base}/runs/{run.pk}/")
-        _click_point(page, '.chart[data-title="Accuracy"]', 1, 4)
-        page.wait_for_url(f"{base}/runs/{run.pk}/samples/?split=val&step=4&near=1")
-        page.wait_for_function("document.body.dataset.curveStep === '4'")
-        assert page.get_attribute("#split-val", "aria-pressed") == "true"
-        assert page.inner_text("#step-label") == "4" and page.is_hidden("#snap-note")
+    # 2. the validation trace of the accuracy chart opens validation samples
+    page.goto(f"{base}/runs/{run.pk}/")
+    _click_point(page, '.chart[data-title="Accuracy"]', 1, 4)
+    page.wait_for_url(f"{base}/runs/{run.pk}/samples/?split=val&step=4&near=1")
+    page.wait_for_function("document.body.dataset.curveStep === '4'")
+    assert page.get_attribute("#split-val", "aria-pressed") == "true"
+    assert page.inner_text("#step-label") == "4" and page.is_hidden("#snap-note")
 
-        # 3. the inspector's curves mark the step; a click on one moves it (back to train, step 8)
-        page.wait_for_function("document.body.dataset.curveStep === '4'")
-        assert page.locator("#inspector-curves .curve").count() == 3
-        _click_point(page, '#inspector-curves .curve[data-title="Mean reward"]', 0, 8)
-        page.wait_for_function("document.getElementById('step-label').textContent === '8'")
-        page.wait_for_function("document.body.dataset.curveStep === '8'")
-        assert page.get_attribute("#split-train", "aria-pressed") == "true"
-        assert "(step 8)" in page.inner_text("#results")
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "inspector-curves.png"))
+    # 3. the inspector's curves mark the step; a click on one moves it (back to train, step 8)
+    page.wait_for_function("document.body.dataset.curveStep === '4'")
+    assert page.locator("#inspector-curves .curve").count() == 3
+    _click_point(page, '#inspector-curves .curve[data-title="Mean reward"]', 0, 8)
+    page.wait_for_function("document.getElementById('step-label').textContent === '8'")
+    page.wait_for_function("document.body.dataset.curveStep === '8'")
+    assert page.get_attribute("#split-train", "aria-pressed") == "true"
+    assert "(step 8)" in page.inner_text("#results")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "inspector-curves.png"))
 
-        # 4. group 0 side by side: best (0) against worst (3) reward first, parting at character 0
-        page.click("#group-0 a.side-by-side")
-        page.wait_for_url(f"{base}/runs/{run.pk}/samples/step/8/group/0/?split=train*")
-        page.wait_for_function("document.body.dataset.columns === 'ready'")
-        page.click("#render-raw")
-        assert page.locator(".column").evaluate_all("cs => cs.map(c => c.dataset.index)") == [
-            "0",
-            "1",
-            "2",
-            "3",
-        ]
-        assert page.inner_text("#divergence").startswith("A #0 and B #3 part at character 0")
-        assert page.locator(".column.chosen-a").get_attribute("data-index") == "0"
+    # 4. group 0 side by side: best (0) against worst (3) reward first, parting at character 0
+    page.click("#group-0 a.side-by-side")
+    page.wait_for_url(f"{base}/runs/{run.pk}/samples/step/8/group/0/?split=train*")
+    page.wait_for_function("document.body.dataset.columns === 'ready'")
+    page.click("#render-raw")
+    assert page.locator(".column").evaluate_all("cs => cs.map(c => c.dataset.index)") == [
+        "0",
+        "1",
+        "2",
+        "3",
+    ]
+    assert page.inner_text("#divergence").startswith("A #0 and B #3 part at character 0")
+    assert page.locator(".column.chosen-a").get_attribute("data-index") == "0"
 
-        # choose B = 1: both have token data, so they part at token 3, character 7 (" 2" against " 3")
-        page.click("#column-1 .pick-b")
-        page.wait_for_function("document.getElementById('divergence').dataset.level === 'token'")
-        assert page.inner_text("#divergence").startswith(
-            "A #0 and B #1 part at token 3 (character 7 of A, 7 of B)"
-        )
-        assert page.text_content("#column-0 mark.diverge") == " 2"  # the differing tokens, whole
-        assert page.text_content("#column-1 mark.diverge") == " 3"
-        assert page.text_content("#column-1 .same") == "Let x ="
-        assert page.locator("#column-2 mark, #column-3 mark").count() == 0
+    # choose B = 1: both have token data, so they part at token 3, character 7 (" 2" against " 3")
+    page.click("#column-1 .pick-b")
+    page.wait_for_function("document.getElementById('divergence').dataset.level === 'token'")
+    assert page.inner_text("#divergence").startswith(
+        "A #0 and B #1 part at token 3 (character 7 of A, 7 of B)"
+    )
+    assert page.text_content("#column-0 mark.diverge") == " 2"  # the differing tokens, whole
+    assert page.text_content("#column-1 mark.diverge") == " 3"
+    assert page.text_content("#column-1 .same") == "Let x ="
+    assert page.locator("#column-2 mark, #column-3 mark").count() == 0
 
-        # sorted by reward, low first: the columns reorder and the chosen pair stays
-        page.select_option("#column-sort", "reward_asc")
-        page.wait_for_url("**sort=reward_asc*")
-        page.wait_for_function("document.body.dataset.columns === 'ready'")
-        assert page.locator(".column").evaluate_all("cs => cs.map(c => c.dataset.index)") == [
-            "3",
-            "1",
-            "0",
-            "2",
-        ]
-        assert page.inner_text("#divergence").startswith("A #0 and B #1 part at token 3")
-        page.screenshot(path=str(ARTIFACTS / "inspector-group-columns.png"), full_page=True)
-        assert errors == []
+    # sorted by reward, low first: the columns reorder and the chosen pair stays
+    page.select_option("#column-sort", "reward_asc")
+    page.wait_for_url("**sort=reward_asc*")
+    page.wait_for_function("document.body.dataset.columns === 'ready'")
+    assert page.locator(".column").evaluate_all("cs => cs.map(c => c.dataset.index)") == [
+        "3",
+        "1",
+        "0",
+        "2",
+    ]
+    assert page.inner_text("#divergence").startswith("A #0 and B #1 part at token 3")
+    page.screenshot(path=str(ARTIFACTS / "inspector-group-columns.png"), full_page=True)
+    assert errors == []

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import daphne_page
 from tests.platform.fixtures import queued  # noqa: F401 (a fixture: runs are never sent to Celery)
 from tests.platform.support import make_fake_assets, sample
 
@@ -22,8 +21,8 @@ MARKUP_NAME = '<b>bold</b> <a href="https://evil.example/">link</a> <span style=
 def _runs(alice: Any, tmp_path: Any) -> tuple[Any, Any]:
     from runs.models import Run
 
-    from dapo.presets import get_preset
-    from dapo.report import StepReport
+    from dapo.loop.report import StepReport
+    from dapo.runconfig.presets import get_preset
 
     config = get_preset("tiny_cpu").with_overrides(make_fake_assets(tmp_path))
     mine = Run.create_queued(owner=alice, name="plain", config=config)
@@ -35,18 +34,19 @@ def _runs(alice: Any, tmp_path: Any) -> tuple[Any, Any]:
     return mine, other
 
 
-def test_run_names_are_drawn_as_text_in_chart_labels(alice, queued, tmp_path, chromium_path):  # noqa: F811
-    mine, other = _runs(alice, tmp_path)
-    with daphne_page(tmp_path, chromium_path) as (page, errors, base):
-        page.goto(f"{base}/runs/{mine.pk}/problems/0/")
-        page.wait_for_selector("#problem-chart .legendtext")
-        legend = page.locator("#problem-chart .legendtext").all_text_contents()
-        assert f"#{other.pk} {MARKUP_NAME} · train" in legend, legend
-        chart = page.locator("#problem-chart")
-        assert chart.locator("svg a").count() == 0  # no link drawn
-        assert chart.locator("tspan[style*='bold'], tspan[style*='font-size:40px']").count() == 0
+def test_run_names_are_drawn_as_text_in_chart_labels(alice, queued, live):  # noqa: F811
+    mine, other = _runs(alice, live.tmp)
+    page, errors = live.logged_in()
+    base = live.base
+    page.goto(f"{base}/runs/{mine.pk}/problems/0/")
+    page.wait_for_selector("#problem-chart .legendtext")
+    legend = page.locator("#problem-chart .legendtext").all_text_contents()
+    assert f"#{other.pk} {MARKUP_NAME} · train" in legend, legend
+    chart = page.locator("#problem-chart")
+    assert chart.locator("svg a").count() == 0  # no link drawn
+    assert chart.locator("tspan[style*='bold'], tspan[style*='font-size:40px']").count() == 0
 
-        page.goto(f"{base}/runs/compare/?ids={mine.pk},{other.pk}")
-        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length > 0")
-        assert page.locator(".js-plotly-plot svg a").count() == 0
-        assert errors == []
+    page.goto(f"{base}/runs/compare/?ids={mine.pk},{other.pk}")
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length > 0")
+    assert page.locator(".js-plotly-plot svg a").count() == 0
+    assert errors == []

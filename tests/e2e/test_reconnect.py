@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from tests.e2e.support import CHROMIUM_ARGS, open_page
 from tests.platform.support import report
 from tests.worker import stack
 
@@ -75,8 +74,8 @@ def watched_run(alice: Any, settings: Any, tmp_path: Path) -> Iterator[dict[str,
     """A running run, daphne and this process's publisher both on a private Redis that the test can kill."""
     from runs.models import Run
 
-    from dapo.presets import get_preset
-    from dapo.report import RunInfo
+    from dapo.loop.report import RunInfo
+    from dapo.runconfig.presets import get_preset
     from worker.sink import PlatformSink
 
     redis_port, web_port = stack.free_port(), stack.free_port()
@@ -142,45 +141,43 @@ class Worker(threading.Thread):
         time.sleep(INTERVAL_S)
 
 
-def test_the_run_page_reconnects_and_catches_up_after_redis_restarts(watched_run, chromium_path):
-    from playwright.sync_api import expect, sync_playwright
+def test_the_run_page_reconnects_and_catches_up_after_redis_restarts(watched_run, live):
+    """The shared browser on a daphne of this test's own, whose Redis the test stops and restarts."""
+    from playwright.sync_api import expect
     from runs.models import MetricPoint
 
     base, run = watched_run["base"], watched_run["run"]
     worker = Worker(watched_run["sink"])
-    with sync_playwright() as p:  # no ORM call in here (Playwright's greenlets)
-        browser = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        page, errors = open_page(browser, timeout_ms=30_000)
-        page.add_init_script('localStorage.setItem("dapo.bench", "1")')  # window.__dapoReceived
-        page.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
-        page.goto(f"{base}/accounts/login/?next=/runs/{run.pk}/")
-        page.fill("#id_username", "alice")
-        page.fill("#id_password", "alice-pass-123")
-        page.click("button[type=submit]")
-        poll(page, "document.getElementById('live-indicator').dataset.state === 'live'", 30, "a live page")
-        page.evaluate(WATCH_INDICATOR)
-        page.evaluate("window.__noReload = true")
-        worker.start()
+    page, errors = live.page(timeout_ms=30_000)
+    page.add_init_script('localStorage.setItem("dapo.bench", "1")')  # window.__dapoReceived
+    page.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
+    page.goto(f"{base}/accounts/login/?next=/runs/{run.pk}/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "alice-pass-123")
+    page.click("button[type=submit]")
+    poll(page, "document.getElementById('live-indicator').dataset.state === 'live'", 30, "a live page")
+    page.evaluate(WATCH_INDICATOR)
+    page.evaluate("window.__noReload = true")
+    worker.start()
 
-        # 1. steps arrive live; then Redis dies: the page says so, visibly
-        poll(page, f"{REWARD_STEPS}.length >= {KILL_AT}", 30, f"step {KILL_AT} on the chart")
-        watched_run["redis"]["proc"].send_signal(signal.SIGKILL)
-        expect(page.locator("#live-indicator")).to_have_text("reconnecting…", timeout=10_000)
-        expect(page.locator("#live-indicator")).to_be_visible()
-        time.sleep(OUTAGE_S)  # the worker keeps writing steps; their live events are lost
+    # 1. steps arrive live; then Redis dies: the page says so, visibly
+    poll(page, f"{REWARD_STEPS}.length >= {KILL_AT}", 30, f"step {KILL_AT} on the chart")
+    watched_run["redis"]["proc"].send_signal(signal.SIGKILL)
+    expect(page.locator("#live-indicator")).to_have_text("reconnecting…", timeout=10_000)
+    expect(page.locator("#live-indicator")).to_be_visible()
+    time.sleep(OUTAGE_S)  # the worker keeps writing steps; their live events are lost
 
-        # 2. Redis is back (empty): the page reconnects and catches up from the database
-        watched_run["restart"]()
-        poll(page, "document.getElementById('live-indicator').dataset.state === 'live'", 30, "reconnected")
-        worker.finish.set()  # AFTER more steps, then the worker stops
-        worker.join(30)
-        poll(page, f"{REWARD_STEPS}.length >= {worker.steps}", 30, "every step on the chart")
-        chart_steps = page.evaluate(REWARD_STEPS)
-        live_steps = page.evaluate("Object.keys(window.__dapoReceived).map(Number)")
-        states = page.evaluate("window.__liveStates")
-        final_state = page.evaluate("document.getElementById('live-indicator').dataset.state")
-        assert page.evaluate("window.__noReload") is True  # caught up in place, not by a reload
-        browser.close()
+    # 2. Redis is back (empty): the page reconnects and catches up from the database
+    watched_run["restart"]()
+    poll(page, "document.getElementById('live-indicator').dataset.state === 'live'", 30, "reconnected")
+    worker.finish.set()  # AFTER more steps, then the worker stops
+    worker.join(30)
+    poll(page, f"{REWARD_STEPS}.length >= {worker.steps}", 30, "every step on the chart")
+    chart_steps = page.evaluate(REWARD_STEPS)
+    live_steps = page.evaluate("Object.keys(window.__dapoReceived).map(Number)")
+    states = page.evaluate("window.__liveStates")
+    final_state = page.evaluate("document.getElementById('live-indicator').dataset.state")
+    assert page.evaluate("window.__noReload") is True  # caught up in place, not by a reload
 
     stored = list(
         MetricPoint.objects.filter(run=run, name="critic/score/mean")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import ARTIFACTS, daphne_page
+from tests.e2e.support import ARTIFACTS
 from tests.platform.fixtures import queued  # noqa: F401 (a fixture: runs are never sent to Celery)
 from tests.platform.support import make_fake_assets, sample
 
@@ -76,8 +76,8 @@ MODES = [("raw", None, None)] + [
 def _run(alice: Any, tmp_path: Any) -> Any:
     from runs.models import Run
 
-    from dapo.presets import get_preset
-    from dapo.report import StepReport
+    from dapo.loop.report import StepReport
+    from dapo.runconfig.presets import get_preset
 
     config = get_preset("tiny_cpu").with_overrides(make_fake_assets(tmp_path))
     run = Run.create_queued(owner=alice, name="hostile", config=config)
@@ -94,75 +94,76 @@ def _set(page: Any, mode: str, think: bool | None, code: bool | None) -> None:
     page.wait_for_function(f"document.body.dataset.renderMode === '{mode}'")
 
 
-def test_hostile_output_never_runs_in_any_render_mode(alice, queued, tmp_path, chromium_path):  # noqa: F811
-    run = _run(alice, tmp_path)
+def test_hostile_output_never_runs_in_any_render_mode(alice, queued, live):  # noqa: F811
+    run = _run(alice, live.tmp)
     sample_id = run.samples.get().pk
-    with daphne_page(tmp_path, chromium_path, DJANGO_CSP_REPORT_ONLY="true") as (page, errors, base):
-        foreign: list[str] = []
-        page.on("request", lambda r: None if r.url.startswith(base) else foreign.append(r.url))
-        page.add_init_script(
-            "window.__csp = []; document.addEventListener('securitypolicyviolation',"
-            " (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));"
-        )
-        page.goto(f"{base}/runs/{run.pk}/samples/{sample_id}/")
-        page.wait_for_selector("#render-raw")
+    page, errors = live.logged_in()
+    base = live.base
+    foreign: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(base) else foreign.append(r.url))
+    page.add_init_script(
+        "window.__csp = []; document.addEventListener('securitypolicyviolation',"
+        " (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));"
+    )
+    page.goto(f"{base}/runs/{run.pk}/samples/{sample_id}/")
+    page.wait_for_selector("#render-raw")
 
-        # the last line of defence alone: the hostile text parsed as HTML, then sanitised
-        page.evaluate(
-            """(html) => { const box = document.createElement('div'); box.id = 'sanitised';
-                box.append(window.dapoRender.sanitise(html)); document.body.append(box); }""",
-            HOSTILE,
-        )
-        page.wait_for_timeout(300)  # an onerror or onload would have fired by now
-        assert page.evaluate(CHECK, ["sanitised"]) == []
-        assert page.evaluate("() => window.__pwned") is None
-        assert page.locator("#sanitised details summary").count() == 1  # harmless markup survives
-        # Chromium reports each on* attribute it parses, even into DOMPurify's inert document where no
-        # handler can run (__pwned stays unset): start counting afresh for the render modes.
-        assert page.evaluate("() => window.__csp.length") == len(re.findall(r"[\s/]on[a-z]+=", HOSTILE))
-        page.evaluate("() => { document.getElementById('sanitised').remove(); window.__csp = []; }")
-        for mode, think, code in MODES:
-            _set(page, mode, think, code)
-            page.hover("#response" if mode == "raw" else "#response-rendered")
-            page.hover("#prompt" if mode == "raw" else "#prompt-rendered")
-            where = ["prompt", "response"] if mode == "raw" else ["prompt-rendered", "response-rendered"]
-            assert page.evaluate(CHECK, where) == [], (mode, think, code)
-            assert page.evaluate("() => window.__pwned") is None, (mode, think, code)
-            shown = page.inner_text(f"#{where[1]}")
-            assert "Hidden plan" in shown or think  # a folded think block hides its text
-            if mode == "raw":
-                assert page.text_content("#response") == HOSTILE  # exactly the text, tags and all
-                continue
-            rendered = page.locator("#response-rendered")
-            assert "<script>" in rendered.text_content()  # raw HTML is shown as text
-            assert rendered.locator("details.think").count() == 2
-            assert rendered.locator("details.think[open]").count() == (0 if think else 2)
-            assert (rendered.locator("pre code [class^='hljs-']").count() > 0) == code
-            assert rendered.locator("a[href]").count() == 0  # every link here was javascript: or data:
-            assert (rendered.locator(".katex").count() >= 3) == (mode == "latex")
-            if mode == "latex":
-                assert page.locator("#prompt-rendered .katex").count() == 1
-                assert "$5 and $6" in rendered.text_content()  # money is not math
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "inspector-render-latex.png"), full_page=True)
+    # the last line of defence alone: the hostile text parsed as HTML, then sanitised
+    page.evaluate(
+        """(html) => { const box = document.createElement('div'); box.id = 'sanitised';
+            box.append(window.dapoRender.sanitise(html)); document.body.append(box); }""",
+        HOSTILE,
+    )
+    page.wait_for_timeout(300)  # an onerror or onload would have fired by now
+    assert page.evaluate(CHECK, ["sanitised"]) == []
+    assert page.evaluate("() => window.__pwned") is None
+    assert page.locator("#sanitised details summary").count() == 1  # harmless markup survives
+    # Chromium reports each on* attribute it parses, even into DOMPurify's inert document where no
+    # handler can run (__pwned stays unset): start counting afresh for the render modes.
+    assert page.evaluate("() => window.__csp.length") == len(re.findall(r"[\s/]on[a-z]+=", HOSTILE))
+    page.evaluate("() => { document.getElementById('sanitised').remove(); window.__csp = []; }")
+    for mode, think, code in MODES:
+        _set(page, mode, think, code)
+        page.hover("#response" if mode == "raw" else "#response-rendered")
+        page.hover("#prompt" if mode == "raw" else "#prompt-rendered")
+        where = ["prompt", "response"] if mode == "raw" else ["prompt-rendered", "response-rendered"]
+        assert page.evaluate(CHECK, where) == [], (mode, think, code)
+        assert page.evaluate("() => window.__pwned") is None, (mode, think, code)
+        shown = page.inner_text(f"#{where[1]}")
+        assert "Hidden plan" in shown or think  # a folded think block hides its text
+        if mode == "raw":
+            assert page.text_content("#response") == HOSTILE  # exactly the text, tags and all
+            continue
+        rendered = page.locator("#response-rendered")
+        assert "<script>" in rendered.text_content()  # raw HTML is shown as text
+        assert rendered.locator("details.think").count() == 2
+        assert rendered.locator("details.think[open]").count() == (0 if think else 2)
+        assert (rendered.locator("pre code [class^='hljs-']").count() > 0) == code
+        assert rendered.locator("a[href]").count() == 0  # every link here was javascript: or data:
+        assert (rendered.locator(".katex").count() >= 3) == (mode == "latex")
+        if mode == "latex":
+            assert page.locator("#prompt-rendered .katex").count() == 1
+            assert "$5 and $6" in rendered.text_content()  # money is not math
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "inspector-render-latex.png"), full_page=True)
 
-        # KaTeX's fonts load from our static files under the site's CSP; nothing is fetched elsewhere
-        page.evaluate("() => document.fonts.ready")
-        families = page.evaluate(
-            "() => [...document.fonts].filter((f) => f.status === 'loaded').map((f) => f.family)"
-        )
-        assert any("KaTeX" in f for f in families), families
-        assert page.evaluate("() => window.__csp") == []
-        assert foreign == []
+    # KaTeX's fonts load from our static files under the site's CSP; nothing is fetched elsewhere
+    page.evaluate("() => document.fonts.ready")
+    families = page.evaluate(
+        "() => [...document.fonts].filter((f) => f.status === 'loaded').map((f) => f.family)"
+    )
+    assert any("KaTeX" in f for f in families), families
+    assert page.evaluate("() => window.__csp") == []
+    assert foreign == []
 
-        # the choice is remembered for this user: another sample page opens in the last mode
-        _set(page, "markdown", True, False)
-        page.reload()
-        page.wait_for_function("document.body.dataset.renderMode === 'markdown'")
-        assert page.get_attribute("#render-markdown", "aria-pressed") == "true"
-        assert not page.is_checked("#render-code")
-        key = page.evaluate("() => Object.keys(localStorage).filter((k) => k.startsWith('dapo.render'))")
-        assert key == ["dapo.render.v1:alice"]
-        page.click("#render-raw")  # raw is one click away
-        assert page.is_visible("#response") and not page.is_visible("#response-rendered")
-        assert errors == []
+    # the choice is remembered for this user: another sample page opens in the last mode
+    _set(page, "markdown", True, False)
+    page.reload()
+    page.wait_for_function("document.body.dataset.renderMode === 'markdown'")
+    assert page.get_attribute("#render-markdown", "aria-pressed") == "true"
+    assert not page.is_checked("#render-code")
+    key = page.evaluate("() => Object.keys(localStorage).filter((k) => k.startsWith('dapo.render'))")
+    assert key == ["dapo.render.v1:alice"]
+    page.click("#render-raw")  # raw is one click away
+    assert page.is_visible("#response") and not page.is_visible("#response-rendered")
+    assert errors == []

@@ -5,6 +5,7 @@ Imported by the conftest of each test folder that needs them (tests/platform, te
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +35,46 @@ def queued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     from runs import dispatch
 
     sent: list[tuple[str, int]] = []
-    monkeypatch.setattr(dispatch, "send", lambda task, run_id: sent.append((task, run_id)))
+    monkeypatch.setattr(dispatch, "send", lambda task, run_id, **_: sent.append((task, run_id)))
     return sent
+
+
+@functools.cache
+def password_hash(raw: str) -> str:
+    """Django's real hash of ``raw`` (the configured hasher, so a login through a live server verifies it),
+    computed once per test session: PBKDF2's million iterations cost about half a second a user, and some
+    700 tests make users."""
+    from django.contrib.auth.hashers import make_password
+
+    return make_password(raw)
+
+
+def make_user(user_model: Any, username: str, raw_password: str, **fields: Any) -> Any:
+    """A user whose password is ``raw_password``, hashed once per session (``password_hash``)."""
+    user = user_model(username=username, **fields)
+    user.password = password_hash(raw_password)
+    user.save()
+    return user
 
 
 @pytest.fixture
 def alice(django_user_model: Any) -> Any:
-    return django_user_model.objects.create_user("alice", password="alice-pass-123")
+    return make_user(django_user_model, "alice", "alice-pass-123")
 
 
 @pytest.fixture
 def bob(django_user_model: Any) -> Any:
-    return django_user_model.objects.create_user("bob", password="bob-pass-123")
+    return make_user(django_user_model, "bob", "bob-pass-123")
+
+
+@pytest.fixture
+def team(alice: Any, bob: Any) -> Any:
+    """A group alice and bob are both in: each may share a run with the other (runs.access)."""
+    from django.contrib.auth.models import Group
+
+    group = Group.objects.create(name="team")
+    group.user_set.add(alice, bob)
+    return group
 
 
 @pytest.fixture
@@ -95,7 +124,7 @@ def anon_client() -> Any:
 def alice_run(alice: Any, paths: dict[str, str], queued: list) -> Any:
     from runs.models import Run
 
-    from dapo.presets import get_preset
+    from dapo.runconfig.presets import get_preset
 
     config = get_preset("tiny_cpu").with_overrides({**paths, "optim.total_steps": 10})
     return Run.create_queued(owner=alice, name="alice-demo", config=config, preset="tiny_cpu")

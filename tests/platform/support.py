@@ -8,9 +8,10 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from dapo.report import SampleRecord, StepReport
+from dapo.loop.report import SampleRecord, StepReport
 
 TEST_REDIS_DB = int(os.environ.get("DAPO_TEST_REDIS_DB", "13"))
+REPO = Path(__file__).resolve().parents[2]
 
 
 TEST_QUEUE = f"training-test-{uuid.uuid4().hex[:12]}"
@@ -21,9 +22,33 @@ several sessions) share the Redis server, and must never take each other's messa
 def use_test_environment() -> None:
     """Django settings for tests, a dedicated Redis database, and a queue of this session's own."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    # Debug mode, which a site runs without: the daphne of the browser tests serves plain HTTP (cookies
+    # must not be secure-only), browser-test tools evaluate strings (the CSP only reports) and nothing is
+    # collected (plain static files). pytest-django turns DEBUG itself off inside the test process.
+    os.environ.setdefault("DJANGO_DEBUG", "true")
+    # One key for the test process and the daphne and Celery processes it starts: a session made here
+    # must read there. Not a secret: no site uses it.
+    os.environ.setdefault("DJANGO_SECRET_KEY", "dapo-tests-only-key-no-site-uses-it-0123456789abcdefghij")
     os.environ["REDIS_URL"] = redis_test_url()
-    os.environ.setdefault("DAPO_QUEUE", TEST_QUEUE)
-    os.environ.setdefault("DAPO_CHANNEL_PREFIX", f"asgi-{TEST_QUEUE}")
+    # Each test process has its own queue: pytest-xdist's workers inherit the environment of the process
+    # that started them, whose queue they must not share (their Celery workers would take each other's runs).
+    if os.environ.get("DAPO_TEST_QUEUE_PID") != str(os.getpid()):
+        os.environ["DAPO_TEST_QUEUE_PID"] = str(os.getpid())
+        os.environ["DAPO_QUEUE"] = TEST_QUEUE
+        os.environ["DAPO_CHANNEL_PREFIX"] = f"asgi-{TEST_QUEUE}"
+
+
+def fresh_environment(var_dir: Path, **env: str) -> dict[str, str]:
+    """This process's environment without any DJANGO_* variable or DATABASE_URL, plus ``env``: what the
+    processes of a fresh deployment see (for settings read in a subprocess, at its import)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_") and k != "DATABASE_URL"}
+    return {
+        **base,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "platform")]),
+        "DAPO_VAR_DIR": str(var_dir),
+        **env,
+    }
 
 
 def redis_test_url() -> str:

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dapo.config import RunConfig
-from dapo.report import RunResult, Sink, StepReport
+from dapo.loop.report import RunResult, Sink, StepReport
+from dapo.runconfig import RunConfig
 
 
 def var_dir() -> Path:
@@ -87,6 +87,6 @@ def run(
     if spec.get("runner") == "fake":
         from tests.worker.fake_runner import run as inner
     else:
-        from dapo.runner import run as inner
+        from dapo.loop.runner import run as inner
     all_sinks = [*before, *sinks, *after]
     return inner(config, out_dir=out_dir, sinks=all_sinks, resume=resume, resume_from=resume_from)

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from runs.models import MetricPoint, Run, Status
+from runs.models import MetricPoint, Run, RunQuota, Status
 
-from dapo.config import RunConfig
+from dapo.runconfig import RunConfig
 from tests.reliability import support
 from tests.worker import stack
 
@@ -45,6 +45,8 @@ class QueueResult:
 
 def run_queue(owner: Any, config: RunConfig, env: dict[str, str], logs: Path, count: int) -> QueueResult:
     """Queue ``count`` runs, cancel some, then start one worker and wait until every run has ended."""
+    # one user's long queue is the point here: lift the per-user cap on runs (runs.models.quotas) for them
+    RunQuota.objects.update_or_create(user=owner, defaults={"max_runs": 0})
     runs = [Run.create_queued(owner=owner, name=f"queued-{i:03d}", config=config) for i in range(count)]
     early = [run.pk for run in runs[1::CANCEL_EVERY]]
     for pk in early:

@@ -15,8 +15,8 @@ from typing import Any
 
 from runs.models import MetricPoint, Run
 
-from dapo.config import RunConfig
-from dapo.presets import get_preset
+from dapo.runconfig import RunConfig
+from dapo.runconfig.presets import get_preset
 from tests.worker import stack
 
 LEASE_SECONDS = 4
@@ -34,8 +34,8 @@ def build_tiny_assets(root: Path) -> dict[str, str]:
         import torch
         from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-        from dapo.data import write_parquet
-        from dapo.demo import build_tokenizer, make_arithmetic_problems
+        from dapo.data.demo import build_tokenizer, make_arithmetic_problems
+        from dapo.data.problems import write_parquet
 
         tokenizer = build_tokenizer()
         ids = {f"{n}_token_id": getattr(tokenizer, f"{n}_token_id") for n in ("bos", "eos", "pad")}
@@ -135,7 +135,7 @@ class Workers:
         self.procs = [p for p in self.procs if p.poll() is None]
         while len(self.procs) < count:
             name = f"w{len(list(self.log_dir.glob('worker-*.log')))}"
-            argv = [*self.prefix, *celery_argv(self.env["DAPO_QUEUE"], name)]
+            argv = [*self.prefix, *celery_argv(stack.both_queues(self.env), name)]
             log = self.log_dir / f"worker-{name}.log"
             self.procs.append(self._stop.enter_context(stack.process(argv, self.env, log, ready="ready.")))
         return self.procs

@@ -1,5 +1,5 @@
-"""dapo.checkpoint's errors, in one process: a full disk (a write that lands in /dev/full gets the kernel's
-ENOSPC) and a checkpoint folder that cannot be created are reported with the path and the errno, and
+"""dapo.learner.checkpoint's errors, in one process: a full disk (a write that lands in /dev/full gets the
+kernel's ENOSPC) and a checkpoint folder that cannot be created are reported with the path and the errno, and
 leave no partial checkpoint behind."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dapo import checkpoint as ckpt
-from dapo.presets import get_preset
+from dapo.learner import checkpoint as ckpt
+from dapo.runconfig.presets import get_preset
 
 
 class Backend:

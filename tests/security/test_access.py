@@ -41,6 +41,7 @@ PUBLIC = {
     "accounts/reset/done/",
     "admin/login/",
     "api/schema/",
+    "favicon.ico",  # a redirect to the static icon, which the login page shows too
 }
 """Routes an anonymous visitor may open. Anything else must send them to a login page or refuse."""
 RUN_SCOPED = ("run_id", "sample_pk", "sample_id", "problem_index", "comparison_id")

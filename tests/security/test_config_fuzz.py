@@ -20,8 +20,8 @@ from runs.configuring import check_paths
 from runs.forms import display
 from runs.models import Run
 
-from dapo.config import SECTIONS, RunConfig, describe_fields, flatten
-from dapo.presets import PRESETS, get_preset
+from dapo.runconfig import SECTIONS, RunConfig, describe_fields, flatten
+from dapo.runconfig.presets import PRESETS, get_preset
 
 pytestmark = pytest.mark.django_db
 
@@ -34,6 +34,14 @@ FUZZ = settings(
     derandomize=True,  # the same examples every run: a failure here is reproducible, never flaky
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+@pytest.fixture(autouse=True)
+def no_quota(settings: Any) -> None:  # pytest-django's settings (the module's is hypothesis')
+    """These tests probe config validation with many runs, some of 10,000,000 steps: the per-user quotas
+    (test_quotas.py) would refuse those for another reason."""
+    settings.DAPO_QUOTA_RUNS = settings.DAPO_QUOTA_STEPS = 0
+
 
 NASTY_STRINGS = [
     "",

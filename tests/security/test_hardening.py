@@ -24,8 +24,8 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 from runs.models import Run
 
-from dapo import jsonsafe
-from dapo.presets import get_preset
+from dapo.data import jsonsafe
+from dapo.runconfig.presets import get_preset
 from tests.platform.runs.test_views import _form
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -181,7 +181,7 @@ def test_an_upload_with_deep_nesting_names_the_row_and_imports_nothing(alice_cli
 
 
 def test_a_json_data_file_with_deep_nesting_is_a_data_error(tmp_path):
-    from dapo.data import DataError, load_problems
+    from dapo.data.problems import DataError, load_problems
 
     column = tmp_path / "column.json"
     column.write_text(json.dumps([GOOD_ROW, DEEP_COLUMN]))

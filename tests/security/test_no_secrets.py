@@ -31,8 +31,10 @@ PATTERNS = {
 }
 ALLOWED = [
     # (file pattern, text pattern): matches that are no credential
-    (r"platform/config/settings\.py", r"insecure-development-key-set-DJANGO_SECRET_KEY-in-production"),
-    (r"(tests|bench)/.*", r"(alice|bob|bench|root)-pass-123"),  # throwaway users of tests and benchmarks
+    (
+        r"(tests|bench)/.*",
+        r"(alice|bob|bench|root)-pass-123",
+    ),  # throwaway users of tests and benchmarks
     # Swagger UI's minified form labels ('Password:' then a React call), not values
     (
         r"frontend/static/vendor/swagger-ui-[0-9.]+-bundle\.js",

@@ -1,33 +1,37 @@
 """The local Ray that the platform starts must listen on loopback only: anyone who reaches a Ray port can
 run code on the machine (token auth is the second line, not the first).
 
-Two ways the platform starts a local Ray, both tested as they are: `make demo`'s private head
-(scripts.devstack.Supervisor.start_ray: `ray start --head --node-ip-address 127.0.0.1 ...`) and a
-worker without RAY_ADDRESS (dapo.ray_cluster.connect(): `ray.init(...)`). The listening TCP/UDP sockets
-of every process of that Ray are read from /proc.
+The platform starts a local Ray in one way, tested as it is: a worker without RAY_ADDRESS
+(dapo.cluster.ray_cluster.connect(): `ray.init(...)`; `make demo` starts no Ray of its own). A head started
+by hand (`python -m dapo.cluster.ray_start --head --node-ip-address 127.0.0.1 ...`, `ray start` with patient
+start-up timeouts, as docs/troubleshooting.md suggests) is held
+to loopback with the setting below. The listening TCP/UDP sockets of every process of that Ray are read
+from /proc.
 
 Finding (Ray 2.60): Ray turns a loopback --node-ip-address into the machine's address
 (ray._private.services.resolve_ip_for_localhost), so the GCS and raylet gRPC servers listen on every
 interface and the runtime-env agent on the machine's IP. With RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 in
 the environment of the Ray processes AND of the drivers that join them, Ray keeps 127.0.0.1 and every
-server listens on loopback (the last test). scripts/devstack.py and dapo/ray_cluster.py set it for the
-local Ray they start; the first two tests hold them to it.
+server listens on loopback (the last test). dapo/cluster/ray_cluster.py sets it for the local Ray it
+starts; the first test holds it to that.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import secrets
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from scripts.devstack import Supervisor
-from scripts.stack import Service, Stack, stack_pids
+from scripts.stack import Service, Stack, free_ports, stack_pids
 
 REPO = Path(__file__).resolve().parents[2]
 LOOPBACK_FIX = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
@@ -37,7 +41,7 @@ class ExposedRay(AssertionError):
     """A Ray server listens beyond loopback (the expected failure: a failed start is not one)."""
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(480)]
 
 
 def listening_sockets(pids: list[int]) -> list[tuple[str, str, int, int]]:
@@ -98,27 +102,38 @@ def _assert_loopback_only(stack: Stack) -> None:
         raise ExposedRay(f"Ray listens beyond loopback: {exposed}")
 
 
+@dataclass
+class Head:
+    stack: Stack
+    env: dict[str, str]
+
+
 @pytest.fixture
-def devstack_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Supervisor]:
-    """`make demo`'s Ray head, started by the supervisor's own method; stopped with everything it spawned."""
-    monkeypatch.setenv("DAPO_VAR_DIR", str(tmp_path / "var"))
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    supervisor = Supervisor([])
+def ray_head_env(tmp_path: Path) -> Iterator[Head]:
+    """A stack to start a hand-made Ray head in (stopped with everything it spawned) and its environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {"PYTHONPATH": str(REPO)}
+    # The head and its driver share a token of their own, as a run's local Ray does (ensure_auth_token):
+    # one run saw the driver refused with "InvalidAuthToken" while other tests' Rays ran beside it.
+    env |= {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    head = Head(Stack(tmp_path / "log"), env)
     try:
-        yield supervisor
+        yield head
     finally:
-        supervisor.stack.stop_all()
+        head.stack.stop_all()
 
 
-def _start_head(supervisor: Supervisor) -> None:
-    service = supervisor.start_ray()
-    assert service is not None
-    _wait(service, "Ray runtime started")
-
-
-def test_the_demo_ray_head_listens_on_loopback_only(devstack_ray):
-    _start_head(devstack_ray)
-    _assert_loopback_only(devstack_ray.stack)
+def _start_head(head: Head) -> None:
+    """`ray start --head` on loopback and free ports, a short temp dir (Ray's socket paths)."""
+    port = free_ports(1)[0]
+    temp = Path(tempfile.mkdtemp(prefix="dapo-ray-", dir="/tmp"))
+    # dapo.cluster.ray_start is `ray start` with patient start-up timeouts (docs/troubleshooting.md): plain
+    # `ray start` gave up after its fixed 30 s in CI, with the suite's other workers busy beside it.
+    argv = [sys.executable, "-m", "dapo.cluster.ray_start", "--head", "--block", "--disable-usage-stats"]
+    argv += ["--node-ip-address", "127.0.0.1", "--port", str(port), "--temp-dir", str(temp)]
+    argv += ["--num-cpus", "1", "--include-dashboard=false", "--dashboard-agent-listen-port", "0"]
+    service = head.stack.start("ray", argv, head.env, cwd=REPO, grace_s=20)
+    head.env["RAY_ADDRESS"] = f"127.0.0.1:{port}"
+    _wait(service, "Ray runtime started", timeout=300)
 
 
 def test_a_workers_local_ray_listens_on_loopback_only(tmp_path, monkeypatch):
@@ -127,7 +142,7 @@ def test_a_workers_local_ray_listens_on_loopback_only(tmp_path, monkeypatch):
     for name in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         env.pop(name, None)
     code = (
-        "import time; from dapo.ray_cluster import connect; connect(); "
+        "import time; from dapo.cluster.ray_cluster import connect; connect(); "
         "print('CONNECTED', flush=True); time.sleep(600)"
     )
     try:
@@ -137,14 +152,13 @@ def test_a_workers_local_ray_listens_on_loopback_only(tmp_path, monkeypatch):
         stack.stop_all()
 
 
-def test_the_loopback_setting_keeps_the_demo_head_and_its_driver_on_loopback(devstack_ray, monkeypatch):
-    for name, value in LOOPBACK_FIX.items():
-        monkeypatch.setitem(devstack_ray.env, name, value)
-    _start_head(devstack_ray)
+def test_the_loopback_setting_keeps_a_hand_made_head_and_its_driver_on_loopback(ray_head_env):
+    ray_head_env.env.update(LOOPBACK_FIX)
+    _start_head(ray_head_env)
     code = (
         "import ray, time; ray.init(); "
         "print('TASK', ray.get(ray.remote(lambda: 6 * 7).remote()), flush=True); time.sleep(600)"
     )
-    driver = devstack_ray.stack.start("driver", [sys.executable, "-c", code], devstack_ray.env, cwd=REPO)
-    _wait(driver, "TASK 42")  # the Celery worker's way in: RAY_ADDRESS=127.0.0.1:<port> still works
-    _assert_loopback_only(devstack_ray.stack)
+    driver = ray_head_env.stack.start("driver", [sys.executable, "-c", code], ray_head_env.env, cwd=REPO)
+    _wait(driver, "TASK 42")  # a worker's way in: RAY_ADDRESS=127.0.0.1:<port> still works
+    _assert_loopback_only(ray_head_env.stack)

@@ -39,8 +39,8 @@ def redis_layer(settings: Any, redis_url: str) -> None:
 def test_every_client_receives_every_step_in_order(alice, redis_layer, tmp_path):
     from runs.models import MetricPoint, Run
 
-    from dapo.presets import get_preset
-    from dapo.report import RunInfo
+    from dapo.loop.report import RunInfo
+    from dapo.runconfig.presets import get_preset
     from worker.sink import PlatformSink
 
     run = Run.objects.create(owner=alice, name="load", config=get_preset("tiny_cpu").to_dict())

@@ -10,8 +10,8 @@ import os
 import time
 from pathlib import Path
 
-from dapo.config import RunConfig
-from dapo.report import RunInfo, RunResult, SampleRecord, Sink, StepReport
+from dapo.loop.report import RunInfo, RunResult, SampleRecord, Sink, StepReport
+from dapo.runconfig import RunConfig
 
 STEP_SECONDS = float(os.environ.get("FAKE_STEP_SECONDS", "0.05"))
 

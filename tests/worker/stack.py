@@ -89,6 +89,14 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=5)
 
 
+def both_queues(env: dict[str, str]) -> str:
+    """The training and the short jobs' queue of this environment (config.queues), for one test worker."""
+    from config.queues import queues
+
+    named = queues(env)
+    return f"{named.training.name},{named.short.name}"
+
+
 def celery_worker(env: dict[str, str], log: Path) -> Any:
     args = [
         sys.executable,
@@ -98,7 +106,7 @@ def celery_worker(env: dict[str, str], log: Path) -> Any:
         "worker.app",
         "worker",
         "-Q",
-        env["DAPO_QUEUE"],
+        both_queues(env),
         "-P",
         "solo",
         "--without-gossip",

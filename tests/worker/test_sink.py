@@ -12,7 +12,7 @@ from django.db import InterfaceError, OperationalError
 from runs.events import group_name
 from runs.models import Checkpoint, MetricPoint, Run, Sample, Status
 
-from dapo.report import RunInfo
+from dapo.loop.report import RunInfo
 from tests.platform.support import report
 from worker import sink as sink_module
 from worker.sink import PlatformSink

@@ -13,9 +13,9 @@ from runs.events import group_name
 from runs.models import HardwareSample, Run, StepDistribution
 from runs.series import hardware_series, snapshot
 
-from dapo.distributions import LEVELS
-from dapo.report import HardwareSample as Record
-from dapo.report import StepReport
+from dapo.loop.distributions import LEVELS
+from dapo.loop.report import HardwareSample as Record
+from dapo.loop.report import StepReport
 from worker.sink import PlatformSink
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from datetime import timedelta
 from pathlib import Path
@@ -15,9 +16,10 @@ from django.conf import settings
 from django.utils import timezone
 from runs import dispatch
 from runs.models import Checkpoint, MetricPoint, Run, Status
+from runs.run_state import run_state
 
-from dapo.config import RunConfig
-from dapo.presets import get_preset
+from dapo.runconfig import RunConfig
+from dapo.runconfig.presets import get_preset
 from tests.platform.support import make_fake_assets, redis_test_url
 from tests.worker import stack
 
@@ -113,9 +115,19 @@ def test_cancel_stops_at_a_step_boundary_keeping_everything_then_resume_continue
     run = final(run)
     assert run.status == Status.SUCCEEDED and steps_of(run) == list(range(1, 41))  # no gap, no duplicate
     assert [i["start_step"] for i in invocations(worker, run)] == [1, stopped_at + 1]
-    assert run.state()["markers"] == [  # the run page's charts draw it
+    assert run_state(run)["markers"] == [  # the run page's charts draw it
         {"step": stopped_at, "kind": "resume", "label": f"resumed after step {stopped_at}"}
     ]
+    # the run's log tells the story: start, a line per step, checkpoints, the cancel, the resume, the end
+    log = (worker / "run-logs" / f"{run.pk}.log").read_text()
+    assert "start: attempt 1, steps 1-40" in log
+    step_lines = [line for line in log.splitlines() if re.search(r"^\[\d\d:\d\d:\d\d\] step \d+/40  ", line)]
+    assert [int(re.search(r"step (\d+)/", line)[1]) for line in step_lines] == list(range(1, 41))
+    assert "] step 1/40  reward 0.025  acc 0.013" in log
+    assert "checkpoint of step 5 recorded" in log
+    assert re.search(rf"cancelled at step {stopped_at}/40 \(running \d+s, wall \d+s\)", log)
+    assert f"resume: attempt 2, from the checkpoint of step {stopped_at}; steps {stopped_at + 1}-40" in log
+    assert re.search(r"succeeded at step 40/40 \(running \d+s, wall \d+s\)", log)
 
 
 def test_a_running_run_deleted_stops_and_leaves_no_file(worker, make_run):
@@ -195,3 +207,6 @@ def test_a_failed_runs_log_holds_its_traceback(worker, make_run):
     log = (worker / "run-logs" / f"{child.pk}.log").read_text()
     assert f"run {child.pk}, attempt 1" in log.splitlines()[0]
     assert "Traceback (most recent call last)" in log and "checkpoint of step 2" in log
+    assert re.search(
+        r"failed at step \d+/4 \(running \d+s, wall [^)]+\): FileNotFoundError: .*no longer on disk", log
+    )

@@ -49,9 +49,13 @@
   // ---- curves: smoothing, x, groups ----------------------------------------------------------------
 
   // TensorBoard's smoothing: an EMA debiased by 1 - w^n (so the first points are not pulled to 0);
-  // non-finite values stay as they are; a constant curve stays constant.
+  // non-finite values stay as they are; a constant curve stays constant. A sparse curve (fewer than
+  // SPARSE points: a validation every N steps, an evaluation) is never smoothed: an EMA over 2 points
+  // shows a value the run never had.
+  const SPARSE = 10;
+  function sparse(values) { return values.filter((v) => v !== null && Number.isFinite(v)).length < SPARSE; }
   function ema(values, w) {
-    if (!(w > 0)) return values;
+    if (!(w > 0) || sparse(values)) return values;
     const finite = values.filter((v) => v !== null && Number.isFinite(v));
     const constant = finite.every((v) => v === finite[0]);
     let last = 0, n = 0;
@@ -160,8 +164,10 @@
         hovertemplate: `%{y:.4g}<extra>${escape(g.name)}</extra>` };
       if (members.length === 1) {
         const m = members[0], few = m.steps.length < 30;
-        if (w > 0) out.push({ type: "scatter", mode: "lines", x: m.x, y: m.values, hoverinfo: "skip", opacity: 0.25,
-          line: { color: g.color, width: 1 }, meta: { kind: "raw", run: m.run.id } });
+        // the raw values stay visible under a smoothed line, as faint points joined by a faint line
+        if (w > 0 && !sparse(m.values)) out.push({ type: "scatter", mode: m.steps.length < 200 ? "lines+markers" : "lines", x: m.x,
+          y: m.values, hoverinfo: "skip", opacity: 0.35, marker: { size: 4 }, line: { color: g.color, width: 1 },
+          meta: { kind: "raw", run: m.run.id } });
         out.push({ ...line, mode: few ? "lines+markers" : "lines", marker: { size: 5 }, x: m.x, y: m.smoothed,
           meta: { kind: "line", run: m.run.id } });
         continue;
@@ -312,7 +318,8 @@
     const noTokens = runs.filter((r) => !(tokens[r.id] && tokens[r.id].steps.length)).map((r) => `#${r.id}`);
     const extra = state.x === "tokens" && noTokens.length ? ` Not logged by ${noTokens.join(", ")}.` : "";
     const alone = state.by === "none" ? "" : " of a run alone in its group";
-    const smooth = state.smoothing > 0 ? ` Faint lines: the raw values${alone}.` : "";
+    const smooth = state.smoothing > 0
+      ? ` Faint lines: the raw values${alone}. Curves of fewer than ${SPARSE} points are not smoothed.` : "";
     $("controls-help").textContent = `${HELP[state.x]}${extra} ${HELP[state.by]}${smooth}`.trim();
     $("smoothing-value").textContent = state.smoothing.toFixed(2);
   }
@@ -372,7 +379,7 @@
     card.className = `val-sample ${s.acc ? "ok" : "bad"}`;
     const head = document.createElement("div");
     head.className = "val-facts";
-    head.append(fact(s.acc ? "✓ correct" : "✗ wrong", s.acc ? "ok" : "bad"), fact(`pred ${s.pred || "–"}`, "cmp-mono"),
+    head.append(fact(s.acc === null ? "not judged" : s.acc ? "✓ correct" : "✗ wrong", s.acc === null ? "" : s.acc ? "ok" : "bad"), fact(`pred ${s.pred || "–"}`, "cmp-mono"),
       fact(`reward ${Number(s.reward).toFixed(2)}`), fact(`${s.length} tokens${s.truncated ? " (truncated)" : ""}`),
       fact(`#${s.sample_index}`, "muted"));
     const text = document.createElement("pre");

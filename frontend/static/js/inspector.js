@@ -328,9 +328,9 @@
         gtd.appendChild(group);
         cells.push(gtd, el("td", "truth", s.ground_truth));
       }
-      cells.push(el("td", `pred ${s.acc ? "ok" : "bad"}`, s.pred), el("td", s.acc ? "ok" : "bad", s.acc ? "✓" : "✗"),
+      cells.push(el("td", `pred ${s.acc ? "ok" : "bad"}`, s.pred), el("td", s.acc === null ? null : s.acc ? "ok" : "bad", s.acc === null ? "–" : s.acc ? "✓" : "✗"),
         rewardCell(s), el("td", "num", s.overlong_penalty ? fmt(s.overlong_penalty) : ""),
-        el("td", "num", fmt(s.advantage)), el("td", "num", s.length), el("td", null, s.truncated ? "yes" : ""));
+        el("td", "num", fmt(s.advantage)), el("td", "num", s.length === null ? "–" : s.length), el("td", null, s.truncated ? "yes" : ""));
       if (flat && split === "train") cells.push(el("td", null, s.kept ? "kept" : "filtered"));
       cells.push(el("td", "tok", s.has_tokens ? "●" : ""));
       const more = s.chars > s.preview.length ? "…" : "";
@@ -392,6 +392,10 @@
 
   // ---- problem timeline ----------------------------------------------------------------------------
 
+  function stepSpan(series) {
+    const steps = series.flatMap((s) => s.steps);
+    return steps.length ? Math.max(...steps) - Math.min(...steps) : 0;
+  }
   function problemChart(data) {
     const traces = data.series.map((s, i) => ({
       x: s.steps, y: s.rates, type: "scatter", mode: s.steps.length > 40 ? "lines" : "lines+markers",
@@ -415,7 +419,8 @@
       height: 340,
       legend: { orientation: "h", y: -0.2 },
       annotations: note,
-      xaxis: { title: { text: "step" }, tickformat: "d" },
+      // a few steps: one tick per step (auto ticks at half steps read "4 5 5 6 6" once rounded)
+      xaxis: { title: { text: "step" }, tickformat: "d", dtick: stepSpan(data.series) <= 12 ? 1 : undefined },
       yaxis: { title: { text: "pass rate" }, range: [-0.03, 1.03], tickformat: ".0%" },
     });
     Plotly.newPlot($("problem-chart"), traces, layout, { displaylogo: false, responsive: true });

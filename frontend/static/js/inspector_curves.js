@@ -23,13 +23,17 @@
       hovertemplate: `${LABEL[s.split]} step %{x}: %{y:.4g}<br>click: its samples<extra>${window.dapoPlotText(s.metric)}</extra>`,
     }));
   }
+  function span(chart) {
+    const steps = chart.series.flatMap((s) => s.steps);
+    return steps.length ? Math.max(...steps) - Math.min(...steps) : 0;
+  }
   function layout(chart) {
     const shapes = current.step === null ? [] : [{ type: "line", xref: "x", yref: "paper", x0: current.step, x1: current.step,
       y0: 0, y1: 1, line: { color: window.dapoCharts.muted(), width: 1.2, dash: "dash" } }];
     return window.dapoCharts.layout({
       title: { text: chart.title, font: { size: 12 }, x: 0.02 }, height: 180, margin: { l: 40, r: 8, t: 26, b: 24 },
       showlegend: false, shapes, hovermode: "closest", font: { size: 10 },
-      xaxis: { tickformat: "d" }, yaxis: { tickformat: ".3~g" },
+      xaxis: { tickformat: "d", dtick: span(chart) <= 12 ? 1 : undefined }, yaxis: { tickformat: ".3~g" }, // no "5 5 6 6"
     });
   }
   function draw(chart) {

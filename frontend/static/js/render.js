@@ -168,7 +168,7 @@
     const parts = segments(String(text));
     return parts.map((p) => {
       if (!p.think) return md.render(p.text);
-      const label = `thinking · ${p.text.length.toLocaleString()} characters${p.open ? " (no closing tag)" : ""}`;
+      const label = `thinking · ${p.text.length.toLocaleString()} character${p.text.length === 1 ? "" : "s"}${p.open ? " (no closing tag)" : ""}`;
       return `<details class="think"${opts.think ? "" : " open"}><summary>${escape(label)}</summary>` +
         `<div class="think-body">${md.render(p.text)}</div></details>`;
     }).join("");

@@ -25,7 +25,7 @@
     { title: "Response length", traces: [["response_length/mean", "mean length"]] },
     { title: "Clip ratio (truncated)", traces: [["response_length/clip_ratio", "clip ratio"]] },
     { title: "PG clip fractions", traces: [["actor/pg_clipfrac", "high (1+ε_high)"], ["actor/pg_clipfrac_lower", "low (dual clip)"]] },
-    { title: "Prompts per step", traces: [["train/num_prompts_kept", "kept"], ["train/num_prompts_generated", "generated"]] },
+    { title: "Prompts per step", traces: [["train/num_prompts_kept", "kept (trained)"], ["train/num_prompts_surplus", "surplus"], ["train/num_prompts_generated", "generated"]] },
     { title: "Groups all-correct / all-wrong", traces: [["train/frac_all_correct", "all correct"], ["train/frac_all_wrong", "all wrong"]] },
   ];
   const TILES = [
@@ -249,10 +249,12 @@
     const pct = Math.round(100 * (state.progress || 0));
     $("progress-bar").style.width = `${pct}%`;
     $("progress-text").textContent = `step ${state.step} / ${state.total_steps || "?"} (${pct}%)`;
-    $("checkpoint").textContent = state.last_checkpoint_step === null ? "–" : `step ${state.last_checkpoint_step}`;
+    const trainer = { trl: "TRL", verl: "verl" }[state.source];  // an external run: its trainer keeps no checkpoint here
+    $("checkpoint").textContent = trainer ? `not recorded by ${trainer}` : state.last_checkpoint_step === null ? "–" : `step ${state.last_checkpoint_step}`;
     if ($("cancel-form")) $("cancel-form").hidden = !state.can_cancel; // owner only: a shared reader has none
     if ($("resume-form")) $("resume-form").hidden = !state.can_resume;
-    if (state.last_checkpoint_step !== null) $("fork-btn").hidden = false;
+    // a reader's page has no Fork button: a shared run's checkpoints are its owner's
+    if (state.last_checkpoint_step !== null && $("fork-btn")) $("fork-btn").hidden = false;
     $("run-error").hidden = !state.error;
     $("run-error").textContent = state.error || "";
     tick();
@@ -291,8 +293,15 @@
   function tick() {
     const live = run.status === "running" ? (Date.now() - runReceivedAt) / 1000 : 0;
     $("elapsed").textContent = duration(run.elapsed_s === null ? null : run.elapsed_s + live);
+    $("running").textContent = duration(run.running_s === null || run.running_s === undefined ? null : run.running_s + live);
     const est = window.dapoHealth.eta(run, live);
     $("eta").textContent = est.eta === null ? "–" : duration(est.eta) + (est.slow ? " (this step is slow)" : "");
+  }
+  // "trained / generated", and the surplus apart: groups that passed the filter but were not trained on
+  function keptText(latest) {
+    const surplus = latest("train/num_prompts_surplus");
+    const text = `${fmt(latest("train/num_prompts_kept"), 0)} / ${fmt(latest("train/num_prompts_generated"), 0)}`;
+    return surplus ? `${text} (+${fmt(surplus, 0)} surplus)` : text;
   }
   function renderTiles() {
     const tiles = $("tiles");
@@ -303,7 +312,7 @@
     }));
     for (const [label, match, digits] of TILES) {
       let value;
-      if (label.startsWith("Kept")) value = `${fmt(latest("train/num_prompts_kept"), 0)} / ${fmt(latest("train/num_prompts_generated"), 0)}`;
+      if (label.startsWith("Kept")) value = keptText(latest);
       else if (label.startsWith("All-")) value = `${pct(latest("train/frac_all_correct"))} / ${pct(latest("train/frac_all_wrong"))}`;
       else value = fmt(latest(match), digits);
       const tile = document.createElement("div");
@@ -333,8 +342,8 @@
       tr.dataset.index = i;
       tr.tabIndex = 0; // Enter or Space opens it, like a click
       tr.setAttribute("aria-label", `Sample ${s.sample_index}: open in full`);
-      tr.append(cell(s.sample_index), cell(s.group), cell(fmt(s.reward, 2), "num"), cell(s.acc ? "✓" : "✗", s.acc ? "ok" : "bad"),
-        cell(s.pred), cell(s.ground_truth), cell(s.length, "num"), cell(s.truncated ? "yes" : ""), cell(s.kept ? "kept" : "filtered"),
+      tr.append(cell(s.sample_index), cell(s.group), cell(fmt(s.reward, 2), "num"), cell(s.acc === null ? "–" : s.acc ? "✓" : "✗", s.acc === null ? "" : s.acc ? "ok" : "bad"),
+        cell(s.pred), cell(s.ground_truth), cell(s.length === null ? "–" : s.length, "num"), cell(s.truncated ? "yes" : ""), cell(s.kept ? "kept" : "filtered"),
         cell(fmt(s.advantage, 2), "num"), cell(s.response.slice(0, 90), "response"));
       body.appendChild(tr);
     });
@@ -345,9 +354,9 @@
     $("sd-title").textContent = `Step ${s.step} · ${s.split} sample ${s.sample_index} (group ${s.group})`;
     const facts = $("sd-facts");
     facts.replaceChildren();
-    const rows = [["Prediction", s.pred], ["Ground truth", s.ground_truth], ["Correct", s.acc ? "yes" : "no"],
+    const rows = [["Prediction", s.pred], ["Ground truth", s.ground_truth], ["Correct", s.acc === null ? "not recorded" : s.acc ? "yes" : "no"],
       ["Score", fmt(s.score, 2)], ["Overlong penalty", fmt(s.overlong_penalty, 3)], ["Reward", fmt(s.reward, 3)],
-      ["Advantage", fmt(s.advantage, 3)], ["Length", s.length], ["Truncated", s.truncated ? "yes" : "no"],
+      ["Advantage", fmt(s.advantage, 3)], ["Length", s.length === null ? "not recorded" : s.length], ["Truncated", s.truncated ? "yes" : "no"],
       ["Dynamic sampling", s.kept ? "kept" : "filtered"]];
     for (const [k, v] of rows) {
       const dt = document.createElement("dt"); dt.textContent = k;

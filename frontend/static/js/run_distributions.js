@@ -1,6 +1,6 @@
 // Distributions per step (TensorBoard's histograms): one plotly heatmap per quantity, step on x, value on y,
 // colour the share of the step's values in each value bin, the median as a line. The trainer records 21
-// quantiles a step (0, 5, ..., 100 percent; dapo.distributions); between two neighbouring quantiles lie 5%
+// quantiles a step (0, 5, ..., 100 percent; dapo.loop.distributions); between two neighbouring quantiles lie 5%
 // of the values, spread evenly, so a bin's share is the overlap of those intervals with it (a quantile pair
 // that is one value is a point mass). Data: the page's json_script, then run_detail.js's websocket events
 // ("dapo:event" on document).

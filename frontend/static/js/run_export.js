@@ -3,6 +3,17 @@
 (() => {
   "use strict";
 
+  // the step the form exports, said beside the name field (and in its placeholder, the default name)
+  const step = document.getElementById("export-step"), name = document.getElementById("export-name");
+  if (step && name) {
+    step.addEventListener("change", () => {
+      name.placeholder = `${name.dataset.runName} step ${step.value}`;
+      const which = document.getElementById("export-which");
+      which.replaceChildren("exports step ", Object.assign(document.createElement("strong"), { textContent: step.value }),
+        step.selectedIndex === 0 && step.options.length > 1 ? ", the newest" : "");
+    });
+  }
+
   const table = document.getElementById("exports-table");
   if (!table) return;
   const PENDING = ["queued", "running"];

@@ -1,6 +1,6 @@
 // Hardware charts: CPU, memory and (where pynvml found a GPU) GPU use of each process of the run (the
 // controller, each Ray learner and rollout worker), sampled every logging.hardware_interval_s seconds
-// (dapo.hardware). One line per worker, wall-clock time on x. Data: the page's json_script, then
+// (dapo.loop.hardware). One line per worker, wall-clock time on x. Data: the page's json_script, then
 // run_detail.js's websocket events ("dapo:event": "hardware" events, and the samples of each snapshot).
 (() => {
   "use strict";

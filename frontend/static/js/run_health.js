@@ -11,7 +11,7 @@
     "Clip ratio": "Share of responses cut at rollout.max_response_length (response_length/clip_ratio).",
     "pg_clipfrac": "Share of tokens whose ratio was clipped at 1+ε_high (actor/pg_clipfrac).",
     "pg_clipfrac_lower": "Share of tokens clipped by the dual clip on negative advantages (actor/pg_clipfrac_lower).",
-    "Kept / generated": "Prompt groups kept by dynamic sampling / generated this step: groups all-correct or all-wrong carry no signal and are dropped.",
+    "Kept / generated": "Prompt groups trained on / generated this step: groups all-correct or all-wrong carry no signal and are dropped by dynamic sampling; surplus groups passed the filter after the batch was full and are not trained on (shown apart).",
     "All-correct / all-wrong": "Share of prompt groups whose samples were all correct / all wrong (no gradient signal).",
   };
   const COLLAPSE = 0.1; // entropy below a tenth of its first value

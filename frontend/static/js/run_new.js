@@ -1,5 +1,5 @@
 // The new-run form: the preset menu fills every field with the preset's values; the catalog pickers
-// set the model and data paths. The server validates everything again (dapo.config) on submit.
+// set the model and data paths. The server validates everything again (dapo.runconfig) on submit.
 (() => {
   "use strict";
   const presets = JSON.parse(document.getElementById("presets-data").textContent);

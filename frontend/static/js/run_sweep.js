@@ -1,6 +1,6 @@
 // The new-run form's sweep panel: rows of fields to vary (a list of values, or for a random sweep a
 // range), the number of runs counted as you type and held against the cap, and the confirmation the server
-// shows before it queues them. The server parses and validates everything again (runs.sweeps).
+// shows before it queues them. The server parses and validates everything again (sweeps.plan).
 (() => {
   "use strict";
   const panel = document.getElementById("sweep-panel");

@@ -4,7 +4,7 @@
   "use strict";
   const $ = (id) => document.getElementById(id);
   const POLL_MS = 3000;
-  const selected = new Set(); // run ids ticked for comparison (kept across refreshes)
+  const selected = new Set(); // run ids ticked for comparison or a bulk action (kept across refreshes)
   const groupOf = new Map(); // run id -> {name, url} of its run group
   let shown = [];
   const initial = JSON.parse($("runs-data").textContent); // {rows, columns, error}
@@ -46,7 +46,7 @@
     name.append(link);
     const sub = document.createElement("div");
     sub.className = "muted small";
-    const what = r.kind === "evaluation" ? "evaluation" : r.preset || "custom";
+    const what = r.kind === "evaluation" ? "evaluation" : r.kind === "external" ? `${r.source === "trl" ? "TRL" : r.source} run` : r.preset || "custom";
     sub.textContent = `#${r.id} · ${what} · ${r.owner}`;
     name.append(sub);
     const badge = document.createElement("span");
@@ -73,7 +73,7 @@
     }
     const tick = document.createElement("input");
     tick.type = "checkbox"; tick.className = "select-run"; tick.value = r.id; tick.checked = selected.has(r.id);
-    tick.setAttribute("aria-label", `Select ${r.name} for comparison`);
+    tick.setAttribute("aria-label", `Select ${r.name}`);
     const k = r.key_metrics;
     if (r.tags && r.tags.length) {
       const tags = document.createElement("div");
@@ -119,7 +119,8 @@
   function render(rows) {
     shown = rows;
     $("runs-body").replaceChildren(...rows.map(row));
-    $("runs-empty").hidden = rows.length > 0;
+    // an unreadable filter matched nothing because it was not run: its error says so, not "No runs match"
+    $("runs-empty").hidden = rows.length > 0 || !$("filter-error").hidden;
     renderSelection();
   }
   function renderSelection() {
@@ -127,7 +128,22 @@
     button.disabled = selected.size < 2;
     button.textContent = selected.size ? `Compare selected (${selected.size})` : "Compare selected";
     $("select-all").checked = shown.length > 0 && shown.every((r) => selected.has(r.id));
+    for (const b of $("bulk-form").querySelectorAll("button")) b.disabled = selected.size === 0;
+    $("bulk-count").textContent = selected.size
+      ? `${selected.size} run${selected.size > 1 ? "s" : ""} ticked: only your own are changed.`
+      : "Tick runs to act on several at once (your own runs only).";
   }
+  function tickedIds() {
+    const ids = shown.map((r) => r.id).filter((id) => selected.has(id)); // in the list's order
+    for (const id of selected) if (!ids.includes(id)) ids.push(id); // ticked, then filtered out of view
+    return ids;
+  }
+  // Cancel, archive, restore, delete: the server acts on the ticked runs the user owns and says which it
+  // refused; delete shows a page that lists them and asks once more. The list comes back as it was.
+  $("bulk-form").addEventListener("submit", () => {
+    $("bulk-ids").value = tickedIds().join(",");
+    $("bulk-back").value = location.search;
+  });
   $("runs-body").addEventListener("change", (e) => {
     if (!e.target.classList.contains("select-run")) return;
     const id = Number(e.target.value);
@@ -139,9 +155,7 @@
     render(shown);
   });
   $("compare-selected").addEventListener("click", () => {
-    const ids = shown.map((r) => r.id).filter((id) => selected.has(id)); // in the list's order
-    for (const id of selected) if (!ids.includes(id)) ids.push(id); // ticked, then filtered out of view
-    location.href = `/runs/compare/?ids=${ids.join(",")}`;
+    location.href = `/runs/compare/?ids=${tickedIds().join(",")}`;
   });
   // Run groups (an ablation ladder, a sweep): a "compare" link for each, and a chip on each member's row.
   async function loadGroups() {
@@ -172,9 +186,11 @@
         const [field, message] = Object.entries(body)[0] || ["filter", "cannot be read"];
         $("filter-error").textContent = `${field}: ${message}`;
         $("filter-error").hidden = false;
+        $("runs-empty").hidden = true;
         return;
       }
       if (!resp.ok) throw new Error(resp.status);
+      $("filter-error").hidden = true; // the box reads again
       render((await resp.json()).results);
       $("live-indicator").dataset.state = "live";
     } catch (err) {

@@ -2,8 +2,8 @@
 // (token_view.js sends "token-select"), show what the DAPO loss did with it at the sample's first optimiser
 // step: old and new log-prob, ratio, the clip bounds, the advantage, the two surrogate terms, the rule that
 // bound, the per-token loss, its weight and share of the mini-batch's loss under the run's aggregation mode,
-// and the gradient on its log-prob. Every number comes from the server (dapo.explain, the formulas of
-// dapo.loss); this script only lays them out, with textContent.
+// and the gradient on its log-prob. Every number comes from the server (dapo.algo.explain, the formulas of
+// dapo.algo.loss); this script only lays them out, with textContent.
 (() => {
   "use strict";
 

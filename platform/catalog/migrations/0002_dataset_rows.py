@@ -80,7 +80,9 @@ class Migration(migrations.Migration):
                 ),
                 (
                     "index",
-                    models.IntegerField(help_text="dapo.data's Problem.index: a run's Sample.problem_index."),
+                    models.IntegerField(
+                        help_text="dapo.data.problems's Problem.index: a run's Sample.problem_index."
+                    ),
                 ),
                 (
                     "prompt",

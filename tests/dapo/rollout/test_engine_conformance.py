@@ -145,6 +145,18 @@ def test_it_returns_n_contiguous_samples_per_prompt_with_aligned_logprobs(case, 
         torch.testing.assert_close(logprobs, expected, atol=ATOL[name], rtol=0)
 
 
+def test_logprobs_are_of_the_whole_distribution_under_top_p_and_top_k(case, model_and_eos):
+    """One definition for every engine: log softmax(logits / T) before truncation, not the renormalised
+    distribution the token was drawn from (vLLM's processed_logprobs would be)."""
+    name, engine = case
+    model, _ = model_and_eos
+    params = SamplingParams(n=3, temperature=0.6, top_p=0.5, top_k=3, max_new_tokens=6, seed=2)
+    out = engine.generate(PROMPTS, params)
+    for i, completion in enumerate(out):
+        expected = reference_logprobs(model, PROMPTS[i // 3], completion.token_ids, temperature=0.6)
+        torch.testing.assert_close(torch.tensor(completion.logprobs), expected, atol=ATOL[name], rtol=0)
+
+
 @pytest.mark.parametrize(("temperature", "top_k"), [(1.0, 1), (0.0, -1)], ids=["top_k=1", "T=0"])
 def test_greedy_equals_the_uncached_reference_loop(case, model_and_eos, temperature, top_k):
     name, engine = case

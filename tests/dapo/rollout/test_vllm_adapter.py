@@ -1,178 +1,39 @@
-"""The vllm engine's adapter logic, on CPU, against a stand-in for vLLM 0.33's API that records the calls.
+"""The vllm engine's adapter logic, on CPU, against a stand-in for vLLM 0.33's API that records the calls
+(`vllm_standin`).
 
 The real engine is checked by the conformance module where vLLM is installed (bench/gpu_check.sh); this
 pins what we send to vLLM (sampling parameters, seeds, greedy expansion, the weight stream into
-`reload_weights`, sleep tags) and how we map what comes back, everywhere. The stand-in has 0.33's
-signatures: `LLM.collective_rpc(method, timeout, args, kwargs)` returning one result per worker (run in
-parallel, like vLLM's worker processes), `Worker.reload_weights(weights_iterator, weights_path,
-is_checkpoint_format)`, `LLM.sleep(level, mode)`, `LLM.wake_up(tags)`, and `SamplingParams` refusing
-fields 0.33 does not have; finish reasons "stop", "length", "abort", "error", "repetition".
+`reload_weights`, sleep tags) and how we map what comes back, everywhere. test_vllm_logprobs.py pins the
+log-probs against a stand-in of vLLM's sampler.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import sys
-import threading
-import types
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 from dapo.rollout import SamplingParams
+from tests.dapo.rollout.vllm_standin import EOS, install, make, received
 
-EOS = 2
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@dataclasses.dataclass
-class FakeSamplingParams:
-    """The fields of vllm.SamplingParams 0.33 that the engine may set, with 0.33's defaults."""
-
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int | None = None
-    stop_token_ids: list[int] | None = None
-    max_tokens: int | None = 16
-    logprobs: int | None = None
-    detokenize: bool = True
-
-
-class FakeModel:
-    """A vLLM model: `load_weights` consumes (name, tensor) pairs, refusing names it does not have."""
-
-    def __init__(self, names: set[str] | None = None):
-        self.names, self.received, self.order = names, {}, []
-
-    def load_weights(self, weights):
-        for name, tensor in weights:
-            if self.names is not None and name not in self.names:
-                raise KeyError(f"no parameter {name}")
-            self.received[name] = tensor.clone()
-            self.order.append(name)
-        return set(self.received)
-
-
-def worker_class(vllm_module, model: FakeModel):
-    class Worker(vllm_module.WeightSyncExtension):
-        """vLLM 0.33's Worker, as far as the extension sees it."""
-
-        device = torch.device("cpu")
-
-        def __init__(self):
-            self.model_runner = SimpleNamespace(model=model)
-            self.reloads = []
-
-        def reload_weights(self, weights_iterator=None, weights_path=None, is_checkpoint_format=True):
-            self.reloads.append({"weights_path": weights_path, "is_checkpoint_format": is_checkpoint_format})
-            self.model_runner.model.load_weights(weights_iterator)
-
-    return Worker
-
-
-class FakeLLM:
-    """Answers request i, sample j with tokens [10 * i + j, EOS] (or 2 tokens hitting the cap)."""
-
-    finish_reason: str | None = None  # forces every sample's finish reason when set
-
-    def __init__(self, model: str, **kwargs):
-        self.kwargs = {"model": model, **kwargs}
-        self.calls, self.prefix_resets, self.sleeps, self.workers = [], 0, [], []
-
-    def generate(
-        self,
-        prompts,
-        sampling_params=None,
-        *,
-        use_tqdm=True,
-        lora_request=None,
-        priority=None,
-        tokenization_kwargs=None,
-        mm_processor_kwargs=None,
-    ):
-        self.calls.append((prompts, sampling_params))
-        outputs = []
-        for i, sp in enumerate(sampling_params):
-            samples = []
-            for j in reversed(range(sp.n)):  # out of order on purpose: the engine sorts by index
-                ids = [10 * i + j, EOS] if sp.max_tokens > 2 else [10 * i + j, 7]
-                logprobs = [{t: SimpleNamespace(logprob=-0.25 * (k + 1))} for k, t in enumerate(ids)]
-                reason = self.finish_reason or ("stop" if ids[-1] == EOS else "length")
-                samples.append(
-                    SimpleNamespace(index=j, token_ids=ids, logprobs=logprobs, finish_reason=reason)
-                )
-            outputs.append(SimpleNamespace(outputs=samples))
-        return outputs
-
-    def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
-        """Runs `method` on every worker at once (vLLM's workers are processes); one result each."""
-        results: list = [None] * len(self.workers)
-        errors: list[BaseException] = []
-
-        def run(index: int) -> None:
-            try:
-                results[index] = getattr(self.workers[index], method)(*args, **(kwargs or {}))
-            except BaseException as exc:
-                errors.append(exc)
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(self.workers))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
-        if errors:
-            raise errors[0]
-        return results
-
-    def reset_prefix_cache(self, reset_running_requests=False, reset_connector=False):
-        self.prefix_resets += 1
-        return True
-
-    def sleep(self, level=1, mode="abort"):
-        self.sleeps.append(("sleep", level))
-
-    def wake_up(self, tags=None):
-        self.sleeps.append(("wake_up", tags))
-        return True
-
-
-def standin(version: str = "0.33.0") -> types.ModuleType:
-    fake = types.ModuleType("vllm")
-    fake.__version__ = version
-    fake.LLM = FakeLLM
-    fake.SamplingParams = FakeSamplingParams
-    return fake
 
 
 @pytest.fixture
 def vllm_module(monkeypatch):
     """dapo.rollout.vllm imported against the stand-in vllm (restored after the test)."""
-    monkeypatch.setitem(sys.modules, "vllm", standin())
-    monkeypatch.delitem(sys.modules, "dapo.rollout.vllm", raising=False)
-    return importlib.import_module("dapo.rollout.vllm")
+    return install(monkeypatch)
 
 
-def make(vllm_module, names: set[str] | None = None, **options):
-    """An engine whose LLM has tensor_parallel_size workers, sharing one FakeModel per worker."""
-    engine = vllm_module.VLLMEngine(model_path="/models/x", eos_token_ids=[EOS], pad_token_id=0, **options)
-    engine.llm.workers = [worker_class(vllm_module, FakeModel(names))() for _ in range(engine.workers)]
-    return engine
-
-
-def received(engine, worker: int = 0) -> dict[str, torch.Tensor]:
-    return engine.llm.workers[worker].model_runner.model.received
-
-
-def test_it_builds_the_llm_with_our_worker_extension_and_processed_logprobs(vllm_module):
+def test_it_builds_the_llm_with_our_worker_extension_and_raw_logprobs(vllm_module):
     llm = make(vllm_module, dtype="bfloat16", tensor_parallel_size=2).llm
     assert llm.kwargs["worker_extension_cls"] == "dapo.rollout.vllm.WeightSyncExtension"
-    assert llm.kwargs["logprobs_mode"] == "processed_logprobs"
+    assert llm.kwargs["logprobs_mode"] == "raw_logprobs"
     assert llm.kwargs["tensor_parallel_size"] == 2 and llm.kwargs["model"] == "/models/x"
+    with pytest.raises(ValueError, match="needs 'raw_logprobs'"):
+        make(vllm_module, logprobs_mode="processed_logprobs")
 
 
 def test_sampling_maps_to_contiguous_groups_with_one_seed_stream_per_sample(vllm_module):
@@ -187,7 +48,7 @@ def test_sampling_maps_to_contiguous_groups_with_one_seed_stream_per_sample(vllm
         "logprobs": 0,
         "detokenize": False,
         "stop_token_ids": [EOS],
-        "temperature": 0.8,
+        "temperature": 1.0,  # 0.8 is folded into the logits (test_vllm_logprobs.py)
         "top_p": 0.9,
         "top_k": 0,  # vLLM's default: off
         "seed": 100,
@@ -281,9 +142,7 @@ def test_a_request_that_did_not_stop_or_reach_its_length_is_an_error(vllm_module
 
 @pytest.mark.parametrize("version", ["0.12.0", "0.32.1", "0.34.0", "1.0.0"])
 def test_a_vllm_release_the_lock_does_not_name_fails_with_its_version(monkeypatch, version):
-    monkeypatch.setitem(sys.modules, "vllm", standin(version))
-    monkeypatch.delitem(sys.modules, "dapo.rollout.vllm", raising=False)
-    module = importlib.import_module("dapo.rollout.vllm")
+    module = install(monkeypatch, version)
     with pytest.raises(RuntimeError, match=rf"vLLM {version} is installed, .* supports vLLM 0\.33\.x only"):
         module.VLLMEngine(model_path="/m", eos_token_ids=[EOS], pad_token_id=0)
 

@@ -17,7 +17,8 @@ from catalog.registry import register_dataset
 from catalog.versions import data_record
 from runs.models import Run, Status
 
-from dapo.presets import get_preset
+from dapo.runconfig.presets import get_preset
+from tests.platform.fixtures import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +61,7 @@ def test_a_run_records_the_version_and_hash_it_reads(alice, alice_client, api, p
     train = run.data_files[0]
     assert train["field"] == "data.train_path" and train["path"] == v1.path
     assert train["sha256"] == v1.files["train"]["sha256"] and train["bytes"] == v1.files["train"]["bytes"]
-    assert train["dataset"] == {"id": v1.pk, "name": "quiz", "version": 1, "split": "train"}
+    assert train["dataset"] == {"id": v1.pk, "name": "quiz", "version": 1, "split": "train", "owner": "alice"}
     page = alice_client.get(f"/runs/{run.pk}/").content.decode()
     assert f'<a href="/datasets/{v1.pk}/">quiz v1</a>' in page and train["sha256"][:12] in page
     assert api.get(f"/api/runs/{run.pk}/").json()["data_files"] == run.data_files
@@ -103,7 +104,7 @@ def test_deleting_an_upload_removes_its_rows_and_files_and_keeps_the_runs_record
     run = _queue(alice, paths, v1, **{"data.train_path": v1.path, "data.val_path": ""})
     Run.objects.filter(pk=run.pk).update(status=Status.SUCCEEDED)
     folder = Path(v1.path).parent
-    response = alice_client.post(f"/datasets/{v1.pk}/delete/")
+    response = alice_client.post(f"/datasets/{v1.pk}/delete/", {"confirm": v1.version})
     assert response.status_code == 302 and response["Location"] == f"/datasets/{v2.pk}/"
     assert not Dataset.objects.filter(pk=v1.pk).exists() and not folder.exists() and Path(v2.path).exists()
     assert DatasetRow.objects.filter(dataset_id=v1.pk).count() == 0
@@ -127,13 +128,15 @@ def test_a_version_a_queued_or_running_run_reads_is_not_deleted(alice, alice_cli
         run = _queue(alice, paths, **{"data.val_paths": [dataset.path]})
     Run.objects.filter(pk=run.pk).update(data_files=[])  # the check must not rest on the record alone
     Run.objects.filter(pk=run.pk).update(status=Status.RUNNING)
-    response = alice_client.post(f"/datasets/{dataset.pk}/delete/", follow=True)
+    response = alice_client.post(f"/datasets/{dataset.pk}/delete/", {"confirm": dataset.version}, follow=True)
     text = response.content.decode()
     assert "Not deleted: quiz v1 is in use by 1 queued or running run" in text
     assert f"#{run.pk} &#x27;r&#x27; (running)" in text and "nothing was deleted" in text
     assert Dataset.objects.filter(pk=dataset.pk).exists() and Path(dataset.path).exists()
     Run.objects.filter(pk=run.pk).update(status=Status.CANCELLED)
-    assert alice_client.post(f"/datasets/{dataset.pk}/delete/").status_code == 302
+    assert (
+        alice_client.post(f"/datasets/{dataset.pk}/delete/", {"confirm": dataset.version}).status_code == 302
+    )
     assert not Dataset.objects.exists() and not Path(dataset.path).exists()
 
 
@@ -142,7 +145,9 @@ def test_another_users_active_run_is_counted_but_not_named(alice_client, bob, pa
     dataset = Dataset.objects.get()
     run = _queue(bob, paths, **{"data.train_path": dataset.path})
     Run.objects.filter(pk=run.pk).update(name="bobs-secret")
-    text = alice_client.post(f"/datasets/{dataset.pk}/delete/", follow=True).content.decode()
+    text = alice_client.post(
+        f"/datasets/{dataset.pk}/delete/", {"confirm": dataset.version}, follow=True
+    ).content.decode()
     assert "in use by 1 queued or running run: 1 run of other users" in text and "bobs-secret" not in text
     assert Dataset.objects.exists()
 
@@ -152,7 +157,9 @@ def test_only_the_creator_or_an_administrator_may_delete(
 ):
     _upload(alice_client, _jsonl("1"))
     dataset = Dataset.objects.get()
-    text = bob_client.post(f"/datasets/{dataset.pk}/delete/", follow=True).content.decode()
+    text = bob_client.post(
+        f"/datasets/{dataset.pk}/delete/", {"confirm": dataset.version}, follow=True
+    ).content.decode()
     assert "was added by alice: only they or an administrator may delete it" in text
     assert 'id="ds-delete-btn"' not in bob_client.get(f"/datasets/{dataset.pk}/").content.decode()
     refused = bob_api.delete(f"/api/datasets/{dataset.pk}/")
@@ -163,23 +170,47 @@ def test_only_the_creator_or_an_administrator_may_delete(
 
 
 def test_a_registered_versions_files_stay_on_the_server(tmp_path, django_user_model, paths):
-    root = django_user_model.objects.create_superuser("root", password="root-pass-123")
+    root = make_user(django_user_model, "root", "root-pass-123", is_superuser=True, is_staff=True)
     dataset = register_dataset("sums", paths["data.train_path"])
     from django.test import Client
 
     client = Client()
     client.force_login(root)
-    response = client.post(f"/datasets/{dataset.pk}/delete/", follow=True)
+    response = client.post(f"/datasets/{dataset.pk}/delete/", {"confirm": dataset.version}, follow=True)
     assert "Its files were registered from the server and stay where they are." in response.content.decode()
     assert not Dataset.objects.exists() and Path(paths["data.train_path"]).exists()
 
 
-def test_delete_needs_a_post_a_login_and_an_existing_id(alice_client, anon_client):
+def test_delete_is_confirmed_by_typing_the_version_number(alice_client, bob_client):
+    _upload(alice_client, _jsonl("1", "2"))
+    dataset = Dataset.objects.get()
+    page = alice_client.get(f"/datasets/{dataset.pk}/")
+    assert f'href="/datasets/{dataset.pk}/delete/"' in page.content.decode()  # a link, not a one-click form
+    confirm = alice_client.get(f"/datasets/{dataset.pk}/delete/")
+    text = confirm.content.decode()
+    assert confirm.status_code == 200 and "its 2 problems" in text and 'id="ds-delete-confirm"' in text
+    for wrong in ({}, {"confirm": ""}, {"confirm": "2"}, {"confirm": "quiz"}):
+        refused = alice_client.post(f"/datasets/{dataset.pk}/delete/", wrong)
+        assert (
+            refused.status_code == 400
+            and "Type the version number, 1, to confirm." in refused.content.decode()
+        )
+    assert Dataset.objects.exists()
+    bob_page = bob_client.get(f"/datasets/{dataset.pk}/delete/", follow=True).content.decode()
+    assert (
+        "only they or an administrator may delete it" in bob_page and 'id="ds-delete-confirm"' not in bob_page
+    )
+    assert alice_client.post(f"/datasets/{dataset.pk}/delete/", {"confirm": " V1 "}).status_code == 302
+    assert not Dataset.objects.exists()
+
+
+def test_delete_needs_a_login_and_an_existing_id(alice_client, anon_client):
     _upload(alice_client, _jsonl("1"))
     dataset = Dataset.objects.get()
-    assert alice_client.get(f"/datasets/{dataset.pk}/delete/").status_code == 405
-    assert anon_client.post(f"/datasets/{dataset.pk}/delete/").status_code == 302
-    assert alice_client.post("/datasets/999/delete/").status_code == 404
+    assert (
+        anon_client.post(f"/datasets/{dataset.pk}/delete/", {"confirm": dataset.version}).status_code == 302
+    )
+    assert alice_client.post("/datasets/999/delete/", {"confirm": "1"}).status_code == 404
     assert Dataset.objects.exists()
 
 

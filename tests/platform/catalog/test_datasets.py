@@ -24,8 +24,9 @@ from django.core.management import call_command
 from django.test import Client
 from runs.models import Run, Sample
 
-from dapo.data import Problem, load_problems, write_parquet
-from dapo.presets import get_preset
+from dapo.data.problems import Problem, load_problems, write_parquet
+from dapo.runconfig.presets import get_preset
+from tests.platform.fixtures import make_user
 from tests.platform.support import sample
 
 pytestmark = pytest.mark.django_db
@@ -388,7 +389,7 @@ def test_extra_columns_are_stored_as_json(tmp_path):
 @pytest.fixture
 def root_client(django_user_model) -> Client:
     client = Client()
-    client.force_login(django_user_model.objects.create_superuser("root", password="x"))
+    client.force_login(make_user(django_user_model, "root", "x", is_superuser=True, is_staff=True))
     return client
 
 
@@ -629,7 +630,7 @@ def test_rows_sort_and_filter_by_solve_rate(alice_client, arith, sampled):
 
 
 def test_a_new_step_of_a_run_reorders_the_solve_rates(alice_client, arith, sampled):
-    from dapo.report import StepReport
+    from dapo.loop.report import StepReport
 
     url = f"/datasets/{arith.pk}/?sort=-rate"
     assert _indices(_html(alice_client.get(url)))[:3] == [7, 5, 6]  # (cached now)
@@ -720,7 +721,7 @@ def test_a_model_without_a_template_joins_user_messages_like_the_trainer(tmp_pat
     from catalog.chat import TokenCounter, load_chat_template
     from transformers import AutoTokenizer
 
-    from dapo.data import encode_prompts, render_prompt
+    from dapo.data.problems import encode_prompts, render_prompt
 
     model = tmp_path / "model"
     shutil.copytree(DEMO_MODEL, model, ignore=shutil.ignore_patterns("*.safetensors", "chat_template.jinja"))

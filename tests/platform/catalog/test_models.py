@@ -16,7 +16,7 @@ from catalog.models import BaseModel, Dataset
 from catalog.registry import register_dataset
 from runs.models import Kind, Run
 
-from dapo.presets import get_preset
+from dapo.runconfig.presets import get_preset
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +27,7 @@ DEMO_MODEL = Path(__file__).resolve().parents[3] / "assets" / "demo" / "model"
 def folder(tmp_path: Path) -> Path:
     """A copy of the demo model inside the model root (tests/platform/fixtures.py: tmp_path/models)."""
     if not (DEMO_MODEL / "model.safetensors").is_file():
-        pytest.skip("the demo model is not built (python -m dapo.demo --out assets/demo)")
+        pytest.skip("the demo model is not built (python -m dapo.data.demo --out assets/demo)")
     return Path(shutil.copytree(DEMO_MODEL, tmp_path / "models" / "demo"))
 
 

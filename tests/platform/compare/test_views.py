@@ -14,8 +14,8 @@ from compare import metrics_csv
 from compare import views as compare
 from runs.models import MetricPoint, Run, Status
 
-from dapo.presets import ABLATION_LADDER, ablation_ladder, get_preset
-from dapo.report import StepReport
+from dapo.loop.report import StepReport
+from dapo.runconfig.presets import ABLATION_LADDER, ablation_ladder, get_preset
 from tests.platform.support import sample
 
 pytestmark = pytest.mark.django_db
@@ -204,6 +204,17 @@ def test_duplicate_ids_compare_once(alice_client, two):
     assert [r["id"] for r in data["runs"]] == [two[1].pk, two[0].pk]
 
 
+def test_runs_is_another_name_for_ids(alice_client, two):
+    page = alice_client.get(f"/runs/compare/?runs={two[1].pk},{two[0].pk}")
+    assert page.status_code == 200 and [r["id"] for r in embedded(page)["runs"]] == [two[1].pk, two[0].pk]
+    data = alice_client.get(f"/runs/compare/data/?runs={two[0].pk}&metrics=critic/score/mean").json()
+    assert [r["id"] for r in data["runs"]] == [two[0].pk]
+    both = embedded(alice_client.get(f"/runs/compare/?ids={two[0].pk}&runs={two[1].pk}"))
+    assert [r["id"] for r in both["runs"]] == [two[0].pk]  # ids wins
+    bad = alice_client.get("/runs/compare/?runs=1,x")
+    assert bad.status_code == 400 and "is not one" in bad.content.decode()
+
+
 def test_an_empty_metric_set_is_a_400(alice_client, two):
     response = alice_client.get(f"/runs/compare/data/?ids={two[0].pk}&metrics=")
     assert response.status_code == 400 and "metrics is empty" in response.json()["detail"]
@@ -375,6 +386,45 @@ def test_the_ladder_is_all_or_none(
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError):
         alice_client.post("/runs/new/ladder/", ladder_form(paths))
     assert len(calls) == 4 and Run.objects.count() == 0 and queued == []
+
+
+def test_the_ladder_takes_the_demo_setting_and_steps_per_rung(
+    alice_client, paths, queued, django_capture_on_commit_callbacks
+):
+    form = ladder_form(paths, ladder_demo="on", ladder_steps="3")
+    del form["ladder_confirm"]
+    confirm = alice_client.post("/runs/new/ladder/", form).content.decode()
+    assert "3 steps each, 18 in all" in confirm and "responses up to 27 tokens" in confirm
+    assert "(the demo setting)" in confirm and Run.objects.count() == 0
+    assert 'id="ladder-demo" checked' in confirm and 'id="ladder-steps" min="1" step="1" value="3"' in confirm
+    with django_capture_on_commit_callbacks(execute=True):
+        alice_client.post("/runs/new/ladder/", {**form, "ladder_confirm": "yes"})
+    runs = list(Run.objects.order_by("id"))
+    base = get_preset("tiny_cpu").with_overrides(paths)
+    expected = [c.to_dict() for _, c in ablation_ladder(base, demo_setting=True, steps=3)]
+    assert [r.config for r in runs] == expected and len(runs) == 6
+    assert {r.config["optim"]["total_steps"] for r in runs} == {3}
+    assert {r.config["rollout"]["max_response_length"] for r in runs} == {27}
+    # off, and no cap: the form's own values
+    Run.objects.all().delete()
+    with django_capture_on_commit_callbacks(execute=True):
+        alice_client.post("/runs/new/ladder/", ladder_form(paths, ladder_steps=""))
+    assert {r.config["rollout"]["max_response_length"] for r in Run.objects.all()} == {48}
+    assert {r.config["optim"]["total_steps"] for r in Run.objects.all()} == {60}
+
+
+@pytest.mark.parametrize("steps", ["0", "-3", "two", "1.5", "99999999999"])
+def test_a_bad_steps_per_rung_queues_nothing(alice_client, paths, queued, steps):
+    response = alice_client.post("/runs/new/ladder/", ladder_form(paths, ladder_steps=steps))
+    html = response.content.decode()
+    assert response.status_code == 400 and 'id="ladder-steps-error"' in html and "must be an integer" in html
+    assert Run.objects.count() == 0 and queued == []
+
+
+def test_the_demo_setting_is_on_for_the_demo_preset_only(alice_client):
+    assert 'id="ladder-demo" checked' in alice_client.get("/runs/new/").content.decode()
+    page = alice_client.get("/runs/new/?preset=paper_qwen32b").content.decode()
+    assert 'id="ladder-demo" aria-describedby' in page
 
 
 def test_the_ladder_needs_a_post(alice_client):

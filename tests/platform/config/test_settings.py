@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 from config.settings import env_bool, env_int, env_list
 from django.core.exceptions import ImproperlyConfigured
+
+from tests.platform.support import fresh_environment
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -49,9 +52,28 @@ def _settings_in_subprocess(**env: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_production_needs_a_secret_key(tmp_path):
-    result = _settings_in_subprocess(DJANGO_DEBUG="false", DJANGO_SECRET_KEY="", DAPO_VAR_DIR=str(tmp_path))
-    assert result.returncode != 0 and "DJANGO_SECRET_KEY is required" in result.stderr
+def _secret_key(tmp_path: Path) -> subprocess.CompletedProcess:
+    code = "import django; django.setup(); from django.conf import settings; print(settings.SECRET_KEY)"
+    env = fresh_environment(tmp_path)  # no DJANGO_SECRET_KEY, no DJANGO_DEBUG
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_without_a_secret_key_one_is_generated_once_into_the_var_dir_for_its_owner(tmp_path):
+    first, second = _secret_key(tmp_path), _secret_key(tmp_path)
+    assert first.returncode == 0, first.stderr
+    stored = tmp_path / "secret_key"
+    key = first.stdout.strip().splitlines()[-1]
+    assert len(key) >= 50 and stored.read_text().strip() == key
+    assert second.stdout.strip().splitlines()[-1] == key  # every later process reads the same one
+    assert stored.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in tmp_path.iterdir() if "secret" in p.name] == ["secret_key"]  # no leftovers
+
+
+def test_a_stored_key_too_short_to_be_safe_stops_the_start(tmp_path):
+    (tmp_path / "secret_key").write_text("short\n")
+    result = _secret_key(tmp_path)
+    assert result.returncode != 0 and "holds no usable secret key" in result.stderr
+    assert "DJANGO_SECRET_KEY" in result.stderr
 
 
 def test_the_default_database_is_sqlite_in_wal_mode_under_the_var_dir(tmp_path):
@@ -66,12 +88,13 @@ PRODUCTION = {
     "DJANGO_DEBUG": "false",
     "DJANGO_SECRET_KEY": "k3V9-production-like-secret-for-the-deploy-check-only-0123456789abcdef",
     "DJANGO_ALLOWED_HOSTS": "dapo.example.org",
+    "DJANGO_CSRF_TRUSTED_ORIGINS": "https://dapo.example.org",
     "DJANGO_SSL_REDIRECT": "true",
     "DJANGO_SECURE_PROXY_SSL_HEADER": "true",
     "DJANGO_HSTS_INCLUDE_SUBDOMAINS": "true",
     "DJANGO_HSTS_PRELOAD": "true",
 }
-"""The environment of an HTTPS deployment behind a TLS proxy (README, "Security")."""
+"""The environment of an HTTPS deployment behind a TLS proxy (README, "Security"; docs/security.md)."""
 
 
 SECURITY_NAMES = [
@@ -87,25 +110,14 @@ SECURITY_NAMES = [
 ]
 
 
-def _clean_env(tmp_path: Path, **env: str) -> dict[str, str]:
-    """This process's environment without any DJANGO_* variable or DATABASE_URL, plus ``env``."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_") and k != "DATABASE_URL"}
-    return {
-        **base,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "PYTHONPATH": f"{REPO}/platform",
-        "DAPO_VAR_DIR": str(tmp_path),
-        **env,
-    }
-
-
 def _security_settings(tmp_path: Path, **env: str) -> dict:
     code = (
         "import django, json; django.setup(); from django.conf import settings; "
         f"print(json.dumps({{n: getattr(settings, n, None) for n in {SECURITY_NAMES!r}}}))"
     )
     argv = [sys.executable, "-c", code]
-    result = subprocess.run(argv, env=_clean_env(tmp_path, **env), capture_output=True, text=True, timeout=60)
+    env = fresh_environment(tmp_path, **env)
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -142,7 +154,26 @@ def test_a_malformed_security_switch_stops_the_start(tmp_path):
 
 def test_the_deploy_check_is_clean_in_the_production_environment(tmp_path):
     argv = [sys.executable, str(REPO / "manage.py"), "check", "--deploy", "--fail-level", "WARNING"]
-    env = _clean_env(tmp_path, **PRODUCTION)
+    env = fresh_environment(tmp_path, **PRODUCTION)
     result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_a_process_that_loses_the_race_for_the_key_file_keeps_the_winners(tmp_path):
+    from config import secret_key
+
+    winner = secret_key.stored_key(tmp_path)
+    secret_key._create(tmp_path / "secret_key")  # a second process, a moment too late
+    assert secret_key.stored_key(tmp_path) == winner
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret_key"]
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/security.md"])
+def test_the_documented_https_environment_is_the_one_the_deploy_check_runs(page):
+    """The pages say a test runs exactly their HTTPS example: its variables are PRODUCTION's."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```sh\n(.*?)```", text, re.S) if "check --deploy" in b)
+    documented = dict(re.findall(r"\b(DJANGO_[A-Z_]+)=(\S+)", block))
+    assert documented.pop("DJANGO_SECRET_KEY") == "<50+" and len(PRODUCTION["DJANGO_SECRET_KEY"]) >= 50
+    assert documented == {k: v for k, v in PRODUCTION.items() if k != "DJANGO_SECRET_KEY"}

@@ -8,7 +8,7 @@ import re
 import pytest
 from runs.models import Run
 
-from dapo.report import StepReport
+from dapo.loop.report import StepReport
 from tests.platform.support import sample
 
 # one group of four: (sample_index, reward, length, response, tokens or None)

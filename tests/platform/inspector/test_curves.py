@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from inspector.curves import key_curves, nearest_step
 
-from dapo.report import StepReport
+from dapo.loop.report import StepReport
 from tests.platform.inspector.conftest import embedded
 
 pytestmark = pytest.mark.django_db

@@ -1,7 +1,7 @@
 """The inspector's discarded rollouts, reward-part filter and objective explainer (inspector.discards,
 inspector.reward_breakdown, inspector.explainer): counts per reason against the logged metrics, what a
 capped step did not store, badges, filters and their bad input, and the explainer's numbers against
-dapo.loss."""
+dapo.algo.loss."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import torch
 from inspector.discards import step_discards
 from runs.models import Run, Sample
 
-from dapo.loss import policy_loss
-from dapo.report import StepReport
+from dapo.algo.loss import policy_loss
+from dapo.loop.report import StepReport
 from tests.platform.support import sample
 
 pytestmark = pytest.mark.django_db
@@ -196,7 +196,7 @@ def test_the_explainer_gives_dapo_losss_per_token_terms(alice_client, discarding
     data = _explain(html)
     assert (data["mode"], data["minibatch_tokens"], data["minibatch_seqs"]) == ("token-mean", 7, 2)
     assert (data["clip_low"], data["clip_high"], data["clip_c"], data["pg_loss"]) == (0.2, 0.28, 10.0, 0.125)
-    # dapo.loss on this sample, as one sequence of a mini-batch of 7 tokens: each token's loss on its own
+    # dapo.algo.loss on this sample, as one sequence of a mini-batch of 7 tokens: each token's loss on its own
     # (one-hot mask, 1 token) and the gradient of the mini-batch loss on each log-prob
     logp = torch.tensor([NEW], dtype=torch.float64, requires_grad=True)
     old, adv = torch.tensor([OLD], dtype=torch.float64), torch.tensor([0.7], dtype=torch.float64)

@@ -15,10 +15,11 @@ from django.test.utils import CaptureQueriesContext
 from inspector import exports
 from inspector.sample_view import clip_flag, mark_answer
 from inspector.views import sample_steps
+from runs.csv_export import csv_cell
 from runs.models import Run, Sample
 
-from dapo.presets import get_preset
-from dapo.report import StepReport
+from dapo.loop.report import StepReport
+from dapo.runconfig.presets import get_preset
 from tests.platform.support import sample
 
 pytestmark = pytest.mark.django_db
@@ -314,6 +315,15 @@ def test_the_sample_page_shows_the_whole_trace_the_answer_and_links(alice_client
         assert f'href="/runs/{stepped.pk}/samples/{n.pk}/"' in html
 
 
+def test_the_sample_page_counts_one_character_in_the_singular(alice_client, stepped):
+    s = Sample.objects.get(run=stepped, split="train", step=2, sample_index=5)
+    Sample.objects.filter(pk=s.pk).update(response="7")
+    html = alice_client.get(f"/runs/{stepped.pk}/samples/{s.pk}/").content.decode()
+    assert re.search(r"\b1 character(?!s)", html) and "1 characters" not in html
+    Sample.objects.filter(pk=s.pk).update(response="42")
+    assert "2 characters" in alice_client.get(f"/runs/{stepped.pk}/samples/{s.pk}/").content.decode()
+
+
 def test_mark_answer_marks_the_last_occurrence_and_never_invalid():
     assert mark_answer("2 + 2 = 4, so 4", "4") == ("2 + 2 = 4, so ", "4", "")
     assert mark_answer("no answer", "[INVALID]") == ("no answer", "", "")
@@ -357,10 +367,10 @@ def test_a_sample_without_token_data_says_so_and_names_the_knob(alice_client, st
 
 
 def test_clip_flags_match_the_dapo_loss_clip_fractions():
-    """The marks agree with dapo.loss.policy_loss's own pg_clipfrac and pg_clipfrac_lower, token by token
+    """The marks agree with dapo.algo.loss.policy_loss's own pg_clipfrac and pg_clipfrac_lower, token by token
     (one token per call, so each fraction is 0 or 1)."""
     torch = pytest.importorskip("torch")
-    from dapo.loss import policy_loss
+    from dapo.algo.loss import policy_loss
 
     generator = torch.Generator().manual_seed(0)
     for _ in range(300):
@@ -503,7 +513,7 @@ def test_csv_cells_that_could_be_formulas_are_quoted_and_other_formats_keep_text
     assert table[2]["pred"] == "'-2+3" and table[0]["reward"] == "1.0" and table[0]["advantage"] == "0.5"
     _, body = _export(alice_client, alice_run, "jsonl", step=1)
     assert [json.loads(line)["response"] for line in body.decode().splitlines()] == dangerous
-    assert exports.csv_cell(-1.5) == -1.5 and exports.csv_cell(False) == "false"
+    assert csv_cell(-1.5) == -1.5 and csv_cell(False) == "false"
 
 
 # ---- model output is text everywhere ---------------------------------------------------------------------

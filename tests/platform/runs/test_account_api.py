@@ -4,8 +4,9 @@ session, a 400 naming each bad field with nothing changed."""
 from __future__ import annotations
 
 import pytest
-from runs.models import Notification, NotificationSettings, SavedView
-from runs.notifications import MAX_STALL_MINUTES
+from notifications.models import Notification, NotificationSettings
+from notifications.preferences import MAX_STALL_MINUTES
+from runs.models import SavedView
 
 pytestmark = pytest.mark.django_db
 
@@ -66,14 +67,17 @@ def test_a_bad_notification_field_is_a_400_that_names_it_and_changes_nothing(
     assert alice.email == ""
 
 
-def test_email_needs_an_address_and_mail_settings(api, alice, settings):
+def test_email_needs_an_address_and_mail_settings(api, alice, settings, mailoutbox):
     settings.DAPO_EMAIL_NOTIFICATIONS = True
     answer = api.patch("/api/notifications/", {"email": True}, format="json")
     assert answer.status_code == 400 and "need an address" in answer.json()["errors"]["address"]
-    answer = api.patch("/api/notifications/", {"email": True, "address": "alice@example.org"}, format="json")
+    answer = api.patch("/api/notifications/", {"email": True, "address": "alice@lab.example"}, format="json")
     assert answer.status_code == 200 and answer.json()["email"] is True
+    assert answer.json()["address"] == "alice@lab.example" and answer.json()["address_verified"] is False
+    assert "verification link was mailed to alice@lab.example" in answer.json()["verification_mail"]
+    assert [m.to for m in mailoutbox] == [["alice@lab.example"]]
     alice.refresh_from_db()
-    assert alice.email == "alice@example.org"
+    assert alice.email == ""  # the notification address is not the login e-mail
 
 
 def test_deliveries_are_the_callers_last_twenty_with_state_and_error(api, alice, bob, bob_api):

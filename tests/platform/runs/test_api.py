@@ -21,7 +21,7 @@ def test_create_from_a_preset_with_overrides(api, paths, queued, django_capture_
 
 
 def test_create_from_a_full_config(api, paths, queued):
-    from dapo.presets import get_preset
+    from dapo.runconfig.presets import get_preset
 
     config = get_preset("grpo_clip_higher").with_overrides(paths).to_dict()
     response = api.post("/api/runs/", {"name": "full", "config": config}, format="json")

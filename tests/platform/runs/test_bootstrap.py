@@ -76,7 +76,7 @@ def test_bootstrap_registers_the_demo_in_the_catalog_idempotently(demo_repo):
 def test_bootstrap_without_a_built_demo_says_how_to_build_it(tmp_path, settings):
     settings.BASE_DIR = tmp_path
     out = _bootstrap()
-    assert "python -m dapo.demo --out assets/demo" in out and not BaseModel.objects.exists()
+    assert "python -m dapo.data.demo --out assets/demo" in out and not BaseModel.objects.exists()
 
 
 def test_register_commands_add_a_model_and_a_dataset(demo_repo):

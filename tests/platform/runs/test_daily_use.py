@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from runs.models import Run
 
-from dapo.presets import ABLATION_LADDER
+from dapo.runconfig.presets import ABLATION_LADDER
 
 pytestmark = pytest.mark.django_db
 

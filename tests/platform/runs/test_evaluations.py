@@ -1,5 +1,5 @@
 """Evaluation runs (runs.evaluations): created from the API and the page on a catalog model or a run's
-checkpoint, refused with field errors, and run by the worker with the real dapo.evaluate on the demo
+checkpoint, refused with field errors, and run by the worker with the real dapo.eval.evaluate on the demo
 model: one step 0 in the runs list, the sample inspector and the comparison."""
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def test_the_page_offers_models_checkpoints_and_datasets_and_launches(
     }
     response = alice_client.post("/runs/evaluate/", post)
     run = Run.objects.get(name="from the page")
-    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/evaluation/"
     assert run.kind == Kind.EVALUATION and run.config["validation"]["n_samples"] == 3
     assert 'id="new-evaluation"' in alice_client.get("/runs/").content.decode()
 
@@ -139,7 +139,7 @@ def test_the_page_offers_models_checkpoints_and_datasets_and_launches(
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(300)
 def test_the_worker_evaluates_the_demo_model_into_one_step_0(alice, alice_client, settings, tmp_path, queued):
-    """The worker's task, in this process, with the real dapo.evaluate: metrics and samples of step 0 in
+    """The worker's task, in this process, with the real dapo.eval.evaluate: metrics and samples of step 0 in
     the database, shown by the runs list, the inspector and the comparison."""
     from worker.tasks import launch_run
 
@@ -173,7 +173,7 @@ def test_the_worker_evaluates_the_demo_model_into_one_step_0(alice, alice_client
     listed = alice_client.get("/api/runs/").json()["results"][0]
     assert (listed["id"], listed["kind"]) == (run.pk, "evaluation")
     assert alice_client.get(f"/runs/{run.pk}/samples/").status_code == 200
-    assert alice_client.get(f"/runs/{run.pk}/").status_code == 200
+    assert alice_client.get(f"/runs/{run.pk}/evaluation/").status_code == 200
     compared = alice_client.get(f"/runs/compare/data/?ids={run.pk}&metrics=val/acc/mean@2").json()
     series = compared["metrics"]["val/acc/mean@2"][str(run.pk)]
     assert series["steps"] == [0] and series["values"] == [pytest.approx(points["val/acc/mean@2"])]

@@ -13,7 +13,7 @@ from catalog.models import BaseModel
 from django.conf import settings
 from runs.models import ExportStatus, ModelExport, Run
 
-from dapo.presets import get_preset
+from dapo.runconfig.presets import get_preset
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +23,7 @@ def tiny_model(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
     """The demo architecture, randomly initialised, and a perturbed copy of its weights ("trained")."""
     import torch
 
-    from dapo.demo import build_model, build_tokenizer
+    from dapo.data.demo import build_model, build_tokenizer
 
     root = tmp_path_factory.mktemp("tiny-model")
     tokenizer = build_tokenizer()
@@ -186,7 +186,8 @@ def test_the_run_page_offers_the_steps_on_disk_and_shows_exports(
     run = run_with_checkpoints
     ModelExport.objects.create(run=run, step=2, name="shown", status=ExportStatus.FAILED, error="disk full")
     page = alice_client.get(f"/runs/{run.pk}/").content.decode()
-    assert '<option value="4">step 4</option>' in page and '<option value="2">step 2</option>' in page
+    assert '<option value="4">step 4 (newest)</option>' in page
+    assert '<option value="2">step 2</option>' in page
     assert 'value="1"' not in page.split('id="export-step"')[1].split("</select>")[0]  # pruned
     assert "disk full" in page and 'data-status="failed"' in page
 

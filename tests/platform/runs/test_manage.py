@@ -7,11 +7,12 @@ import pytest
 from django.contrib.auth.models import Group
 from runs import access
 from runs.models import Run, SavedComparison, SavedView
-from runs.run_filter import FilterError, parse
+from runs.run_filter import FilterError, Term, parse
 from runs.run_log import log_path
+from runs.run_state import run_state
 
-from dapo.presets import get_preset
-from dapo.report import RunInfo
+from dapo.loop.report import RunInfo
+from dapo.runconfig.presets import get_preset
 from tests.platform.support import report
 
 pytestmark = pytest.mark.django_db
@@ -32,8 +33,10 @@ def _run(owner, paths, name, **overrides):
         ("lr < 1", "did you mean optim.lr"),
         ("optim.lr <", "expected a value"),
         ("optim.lr 3", "at character 10: expected an operator"),
-        ("status = running or name = x", "expected 'and' between terms"),
+        ("status = running nor name = x", "expected 'and' or 'or' between terms"),
         ("status = running and", "ends after 'and'"),
+        ("status = running or", "ends after 'or'"),
+        ("or status = running", "expected a field name, got 'or'"),
         ("= 3", "expected a field name"),
     ],
 )
@@ -67,6 +70,36 @@ def test_the_list_filters_sorts_and_shows_columns_by_config_and_metric(api, alic
     assert bad.status_code == 400 and "expected a value" in bad.json()["filter"]
     assert api.get("/api/runs/", {"sort": "nope"}).status_code == 400
     assert api.get("/api/runs/", {"archived": "maybe"}).status_code == 400
+
+
+def test_or_joins_alternatives_and_and_binds_tighter(api, alice, paths, queued):
+    slow = _run(alice, paths, "slow", **{"optim.lr": 1e-5})
+    fast = _run(alice, paths, "fast", **{"optim.lr": 1e-3})
+    mid = _run(alice, paths, "mid", **{"optim.lr": 5e-5})
+    for run, acc in ((slow, 0.9), (fast, 0.5), (mid, 0.85)):
+        run.record_step(report(1, **{"val__acc/mean@4": acc}))
+
+    def names(text):
+        response = api.get("/api/runs/", {"filter": text, "sort": "name"})
+        assert response.status_code == 200, response.content
+        return [r["name"] for r in response.json()["results"]]
+
+    assert names("name = slow or name = fast") == ["fast", "slow"]
+    assert names("name = fast OR optim.lr < 1e-4 and val/acc/mean@4 > 0.88") == ["fast", "slow"]
+    assert names("optim.lr < 1e-4 and val/acc/mean@4 > 0.88 or name = fast") == ["fast", "slow"]
+    assert names("name = nobody or name = mid") == ["mid"]
+    assert parse("name = x or name = y and step > 1") == [
+        [Term("name", "=", "x")],
+        [Term("name", "=", "y"), Term("step", ">", 1.0)],
+    ]
+
+
+def test_an_unreadable_filter_shows_its_error_and_no_empty_list_message(alice_client, alice_run):
+    response = alice_client.get("/runs/", {"filter": "optim.lr <"})
+    html = response.content.decode()
+    assert response.status_code == 400 and "filter: after optim.lr &lt;: expected a value" in html
+    assert '<div class="msg msg-error" id="filter-error" role="alert" >' in html  # shown, not hidden
+    assert '"error": {"field": "filter"' in html  # the script keeps "No runs match" hidden (runs_list.js)
 
 
 def test_patch_validates_every_field_and_changes_nothing_on_an_error(api, alice_run):
@@ -149,10 +182,27 @@ def test_delete_page_asks_for_the_name_and_refuses_a_wrong_one(alice_client, ali
     assert response.status_code == 302 and not Run.objects.filter(pk=alice_run.pk).exists()
 
 
+@pytest.mark.parametrize("typed", ["{pk}", " #{pk} ", "ladder · naive_grpo"])
+def test_a_run_is_deleted_by_typing_its_number_or_its_name(alice_client, alice_run, typed):
+    Run.objects.filter(pk=alice_run.pk).update(name="ladder · naive_grpo")  # a generated name with a "·"
+    page = alice_client.get(f"/runs/{alice_run.pk}/delete/").content.decode()
+    assert f"Type the run's number, <code>{alice_run.pk}</code>, to confirm" in page
+    wrong = alice_client.post(f"/runs/{alice_run.pk}/delete/", {"confirm": "ladder naive_grpo"})
+    assert (
+        wrong.status_code == 400
+        and f"Type the run&#x27;s number, {alice_run.pk}, to confirm." in wrong.content.decode()
+    )
+    assert (
+        alice_client.post(f"/runs/{alice_run.pk}/delete/", {"confirm": f"{alice_run.pk}0"}).status_code == 400
+    )
+    response = alice_client.post(f"/runs/{alice_run.pk}/delete/", {"confirm": typed.format(pk=alice_run.pk)})
+    assert response.status_code == 302 and not Run.objects.filter(pk=alice_run.pk).exists()
+
+
 # ---- sharing ---------------------------------------------------------------------------------------------
 
 
-def test_a_shared_user_reads_but_cannot_change_the_run(api, bob_api, bob_client, bob, alice_run):
+def test_a_shared_user_reads_but_cannot_change_the_run(api, bob_api, bob_client, bob, alice_run, team):
     assert bob_api.get(f"/api/runs/{alice_run.pk}/").status_code == 404
     assert (
         api.patch(f"/api/runs/{alice_run.pk}/", {"shared_users": ["bob"]}, format="json").status_code == 200
@@ -187,8 +237,9 @@ def test_a_shared_user_reads_but_cannot_change_the_run(api, bob_api, bob_client,
     assert bob_api.get(f"/api/runs/{alice_run.pk}/").status_code == 404
 
 
-def test_a_group_share_reaches_its_members_only(api, bob_api, bob, alice_run):
+def test_a_group_share_reaches_its_members_only(api, alice, bob_api, bob, alice_run):
     team = Group.objects.create(name="rl-team")
+    alice.groups.add(team)  # one may share only with a group one is in (runs.access.shareable_groups)
     assert (
         api.patch(f"/api/runs/{alice_run.pk}/", {"shared_groups": ["rl-team"]}, format="json").status_code
         == 200
@@ -199,7 +250,9 @@ def test_a_group_share_reaches_its_members_only(api, bob_api, bob, alice_run):
     assert access.visible_runs(bob).count() == 1 and not access.writable_runs(bob).exists()
 
 
-def test_a_shared_comparison_shows_its_owners_runs_only(alice, bob, alice_client, bob_client, paths, queued):
+def test_a_shared_comparison_shows_its_owners_runs_only(
+    alice, bob, alice_client, bob_client, paths, queued, team
+):
     a1, a2 = _run(alice, paths, "a1"), _run(alice, paths, "a2")
     carol_run = _run(bob, paths, "bobs-own")  # another user's run alice cannot add
     response = alice_client.post(
@@ -256,11 +309,13 @@ def test_saved_views_belong_to_their_owner(alice_client, bob_client, alice, alic
 def test_resumes_and_forks_are_markers_on_the_curves(alice_run, alice, paths):
     alice_run.start(_info(1))
     alice_run.start(_info(6))
-    assert alice_run.state()["markers"] == [{"step": 5, "kind": "resume", "label": "resumed after step 5"}]
+    assert run_state(alice_run)["markers"] == [{"step": 5, "kind": "resume", "label": "resumed after step 5"}]
     fork = _run(alice, paths, "fork")
     fork.parent, fork.fork_step = alice_run, 4
     fork.start(_info(5))
-    assert [m["kind"] for m in fork.markers()] == ["fork"] and fork.markers()[0]["step"] == 4
+    assert [m["kind"] for m in run_state(fork)["markers"]] == ["fork"] and run_state(fork)["markers"][0][
+        "step"
+    ] == 4
 
 
 def _info(start_step: int) -> RunInfo:

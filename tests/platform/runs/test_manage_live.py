@@ -31,11 +31,11 @@ def _call(base: str, token: str, method: str, path: str, body: Any = None) -> tu
         return e.code, json.loads(raw) if raw.startswith(b"{") else raw
 
 
-def test_the_management_api_on_the_real_server(alice, bob, tmp_path, queued):
+def test_the_management_api_on_the_real_server(alice, bob, team, tmp_path, queued):
     from rest_framework.authtoken.models import Token
     from runs.models import Run
 
-    from dapo.presets import get_preset
+    from dapo.runconfig.presets import get_preset
 
     paths = make_fake_assets(tmp_path)
     made = {}

@@ -5,8 +5,10 @@ from datetime import timedelta
 import pytest
 from django.db import IntegrityError
 from django.utils import timezone
+from runs.access import visible_runs
 from runs.models import Checkpoint, MetricPoint, Run, Sample, Status
 
+from tests.platform.fixtures import make_user
 from tests.platform.support import report, sample
 
 pytestmark = pytest.mark.django_db
@@ -130,17 +132,17 @@ def test_fork_starts_from_the_latest_checkpoint_at_or_before_the_step(alice_run,
     assert Checkpoint.objects.filter(run=alice_run).count() == 3
 
 
-def test_visible_to_shows_owners_their_runs_and_superusers_all(alice_run, bob, django_user_model):
+def test_visible_runs_shows_owners_their_runs_and_superusers_all(alice_run, bob, django_user_model):
     from django.contrib.auth.models import AnonymousUser
 
-    root = django_user_model.objects.create_superuser("root", password="x")
-    assert list(Run.objects.visible_to(alice_run.owner)) == [alice_run]
-    assert list(Run.objects.visible_to(bob)) == []
-    assert list(Run.objects.visible_to(root)) == [alice_run]
-    assert list(Run.objects.visible_to(AnonymousUser())) == []
+    root = make_user(django_user_model, "root", "x", is_superuser=True, is_staff=True)
+    assert list(visible_runs(alice_run.owner)) == [alice_run]
+    assert list(visible_runs(bob)) == []
+    assert list(visible_runs(root)) == [alice_run]
+    assert list(visible_runs(AnonymousUser())) == []
 
 
 def _config(run):
-    from dapo.config import RunConfig
+    from dapo.runconfig import RunConfig
 
     return RunConfig.from_dict(run.config)

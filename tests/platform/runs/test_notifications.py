@@ -11,19 +11,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.core import mail
 from django.utils import timezone
+from notifications.delivery import MAX_ATTEMPTS, deliver_due, detect_stalls, webhook_problem
+from notifications.models import Channel, Delivery, Notification, NotificationSettings
 from runs.models import Run, Status
-from runs.notifications import (
-    MAX_ATTEMPTS,
-    Channel,
-    Delivery,
-    Notification,
-    NotificationSettings,
-    deliver_due,
-    detect_stalls,
-    webhook_problem,
-)
+from runs.run_state import run_state
 
-from dapo.report import RunInfo, StepReport
+from dapo.loop.report import RunInfo, StepReport
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +72,9 @@ def running(run: Run, at=None) -> Run:
     run.claim("w1")
     run.start(RunInfo(run_dir="/tmp/x", total_steps=10, start_step=1, config={}))
     if at is not None:
-        Run.objects.filter(pk=run.pk).update(attempt_started_at=at, last_step_at=at)
+        Run.objects.filter(pk=run.pk).update(
+            attempt_started_at=at, last_step_at=at, running_since=at, last_active_at=at
+        )
         run.refresh_from_db()
     return run
 
@@ -160,25 +155,27 @@ def test_webhooks_must_lie_under_an_allowed_prefix(settings, url, ok):
     assert (webhook_problem(url) is None) is ok
 
 
-def test_email_goes_through_djangos_mail_settings(alice, alice_run, settings):
+def test_email_goes_to_the_verified_notification_address(alice, alice_run, settings):
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     settings.DAPO_EMAIL_NOTIFICATIONS = True
-    alice.email = "alice@example.org"
+    alice.email = "alice@example.org"  # the login e-mail: not where notifications go
     alice.save()
-    NotificationSettings.objects.create(user=alice, email=True)
+    NotificationSettings.objects.create(
+        user=alice, email=True, address="alice@lab.example", address_verified_at=timezone.now()
+    )
     running(alice_run).finish("succeeded", worker_id="w1")
     assert deliver_due() == 1
     (message,) = mail.outbox
-    assert message.to == ["alice@example.org"]
+    assert message.to == ["alice@lab.example"]
     assert message.subject == f"DAPO run #{alice_run.pk} \u201calice-demo\u201d succeeded at step 0/10."
     assert f"/runs/{alice_run.pk}/" in message.body
 
 
 def test_no_email_unless_the_server_has_mail_configured(alice, alice_run, settings):
     settings.DAPO_EMAIL_NOTIFICATIONS = False
-    alice.email = "alice@example.org"
-    alice.save()
-    NotificationSettings.objects.create(user=alice, email=True)
+    NotificationSettings.objects.create(
+        user=alice, email=True, address="alice@lab.example", address_verified_at=timezone.now()
+    )
     running(alice_run).finish("succeeded", worker_id="w1")
     assert not Notification.objects.exists()
 
@@ -197,23 +194,61 @@ def test_a_run_without_a_step_for_the_owners_minutes_stalls_once(alice, alice_ru
     assert detect_stalls(t0 + timedelta(minutes=9, seconds=59)) == []
     assert detect_stalls(t0 + timedelta(minutes=10)) == [run.pk]
     run.refresh_from_db()
-    assert run.state()["stalled"] is True and run.status == Status.RUNNING
+    assert run_state(run)["stalled"] is True and run.status == Status.RUNNING
     assert detect_stalls(t0 + timedelta(minutes=30)) == []  # one notification per stall
     deliver_due(t0 + timedelta(minutes=30))
     ((_, body),) = h.received
-    assert "stalled: no new step for 10 min (at step 0/10)" in body["text"]
+    assert "stalled: no step, validation or checkpoint for 10 min (at step 0/10)" in body["text"]
     # a new step clears the mark; the next stall counts from that step
     run.record_step(StepReport(step=1, metrics={"x": 1.0}), worker_id="w1")
     run.refresh_from_db()
-    assert run.state()["stalled"] is False
+    assert run_state(run)["stalled"] is False
     assert detect_stalls(run.last_step_at + timedelta(minutes=5)) == []
     assert detect_stalls(run.last_step_at + timedelta(minutes=11)) == [run.pk]
+
+
+def test_a_resumed_run_counts_from_its_new_attempt_not_from_the_step_before_the_cancel(alice, alice_run):
+    """Cancelled 33 minutes after its last step, then resumed: the new attempt is not stalled 6 s in,
+    neither between the claim and the trainer's start (loading the model) nor after it."""
+    NotificationSettings.objects.create(user=alice, stall_minutes=10)
+    t0 = timezone.now() - timedelta(minutes=40)
+    run = running(alice_run, at=t0)
+    run.record_step(StepReport(step=1, metrics={"x": 1.0}), worker_id="w1")
+    run.record_checkpoint(1, "/tmp/x/checkpoints/step-1", worker_id="w1")
+    Run.objects.filter(pk=run.pk).update(last_step_at=t0, last_active_at=t0)
+    run.refresh_from_db()
+    run.finish("cancelled", worker_id="w1")
+    assert run.resume()
+    run.claim("w2")  # the second attempt: 33+ minutes after the last step
+    now = timezone.now()
+    assert detect_stalls(now + timedelta(seconds=6)) == []  # still loading: the claim counts
+    run.start(RunInfo(run_dir="/tmp/x", total_steps=10, start_step=2, config={}))
+    assert detect_stalls(now + timedelta(seconds=6)) == []
+    assert detect_stalls(now + timedelta(minutes=9)) == []
+    assert detect_stalls(timezone.now() + timedelta(minutes=10, seconds=1)) == [run.pk]
+
+
+def test_a_phase_such_as_a_long_validation_is_a_sign_of_life(alice, alice_run):
+    """A step whose validation runs longer than the stall minutes is not a stall: the validation's start
+    (the trainer's on_activity, recorded by the platform's sink) restarts the clock."""
+    from worker.sink import PlatformSink
+
+    NotificationSettings.objects.create(user=alice, stall_minutes=10)
+    t0 = timezone.now() - timedelta(minutes=8)
+    run = running(alice_run, at=t0)
+    PlatformSink(run, "w1").on_activity("step 10: validation")
+    assert detect_stalls(t0 + timedelta(minutes=12)) == []  # 12 min after the step, 4 into validation
+    assert detect_stalls(timezone.now() + timedelta(minutes=10, seconds=1)) == [run.pk]
+    # a sign of life from a worker that lost the lease counts for nothing
+    Run.objects.filter(pk=run.pk).update(stalled_at=None, last_active_at=t0)
+    assert not PlatformSink(run, "w-other").run.record_activity(worker_id="w-other")
+    assert detect_stalls(t0 + timedelta(minutes=10, seconds=1)) == [run.pk]
 
 
 def test_stall_detection_defaults_to_15_minutes_and_zero_turns_it_off(alice, bob, alice_run, paths, queued):
     t0 = timezone.now()
     running(alice_run, at=t0)
-    from dapo.presets import get_preset
+    from dapo.runconfig.presets import get_preset
 
     bobs = Run.create_queued(owner=bob, name="b", config=get_preset("tiny_cpu").with_overrides(paths))
     running(bobs, at=t0)

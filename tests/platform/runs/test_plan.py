@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from runs.models import Run
 
-from dapo.memory_plan import estimate
-from dapo.presets import get_preset
+from dapo.learner.memory_plan import estimate
+from dapo.runconfig.presets import get_preset
 from tests.dapo.test_memory_plan import QWEN7B
 
 pytestmark = pytest.mark.django_db
@@ -124,3 +124,28 @@ def test_no_plan_for_a_model_without_sizes(alice_client, paths):
     data = alice_client.post("/runs/new/plan/", _form(paths)).json()
     assert data["plan"] is None and "lacks hidden_size" in data["reason"]
     assert Path(paths["model.path"]).is_dir()
+
+
+@pytest.fixture
+def reward_model_paths(paths, tmp_path) -> dict[str, str]:
+    """A classifier's config.json (a reward model: no language-model head) inside the model root."""
+    folder = tmp_path / "models" / "reward"
+    folder.mkdir(parents=True)
+    config = {"model_type": "qwen2", "architectures": ["Qwen2ForSequenceClassification"], "num_labels": 1}
+    (folder / "config.json").write_text(json.dumps(config))
+    return {**paths, "model.path": str(folder)}
+
+
+def test_a_model_the_engine_cannot_train_is_refused_at_launch_naming_its_family(
+    api, alice_client, reward_model_paths, queued
+):
+    """On the CPU too: the family check does not depend on the device; API and form say the same."""
+    resp = api.post(
+        "/api/runs/", {"name": "rm", "preset": "tiny_cpu", "overrides": reward_model_paths}, format="json"
+    )
+    assert resp.status_code == 400, resp.content
+    message = resp.json()["errors"]["model.path"]
+    assert message.startswith("Qwen2/Qwen2.5 (Qwen2ForSequenceClassification) is not a causal language model")
+    form = alice_client.post("/runs/new/", _form(reward_model_paths))
+    assert form.status_code == 400 and "is not a causal language model" in form.content.decode()
+    assert Run.objects.count() == 0 and queued == []

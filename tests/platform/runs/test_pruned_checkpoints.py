@@ -10,7 +10,7 @@ import pytest
 from rest_framework.test import APIClient
 from runs.models import Run, Status
 
-from dapo.presets import get_preset
+from dapo.runconfig.presets import get_preset
 
 pytestmark = pytest.mark.django_db
 

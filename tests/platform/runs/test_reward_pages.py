@@ -12,7 +12,7 @@ import pytest
 from catalog.importer import SplitFile, import_dataset
 from runs.models import Run, Sample
 
-from dapo.report import StepReport
+from dapo.loop.report import StepReport
 from dapo.rewards import plugins
 from tests.platform.support import sample
 

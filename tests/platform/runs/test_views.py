@@ -6,7 +6,8 @@ import pytest
 from django.test import Client
 from runs.models import Run, Status
 
-from dapo.config_docs import describe_fields
+from dapo.runconfig.docs import describe_fields
+from tests.platform.fixtures import make_user
 from tests.platform.support import report, sample
 
 pytestmark = pytest.mark.django_db
@@ -65,7 +66,7 @@ def test_config_errors_are_shown_beside_their_fields_and_nothing_is_queued(
     assert 'id="f-optim-lr-error"' in html and "must be a number" in html
     assert 'id="f-name"' in html and "give the run a name" in html
     assert Run.objects.count() == 0 and queued == []
-    # once the unparseable value is fixed, dapo.config's cross-field check speaks
+    # once the unparseable value is fixed, dapo.runconfig's cross-field check speaks
     form.update({"optim.lr": "1e-5", "name": "x"})
     html = alice_client.post("/runs/new/", form).content.decode()
     assert 'id="f-algorithm-clip_high-error"' in html and "must be &gt;= clip_low" in html
@@ -111,7 +112,7 @@ def test_another_user_cannot_act_on_a_run(bob_client, alice_run, action):
 
 def test_a_superuser_sees_every_run(alice_run, django_user_model):
     root = Client()
-    root.force_login(django_user_model.objects.create_superuser("root", password="x"))
+    root.force_login(make_user(django_user_model, "root", "x", is_superuser=True, is_staff=True))
     assert root.get(f"/runs/{alice_run.pk}/").status_code == 200
 
 
@@ -158,7 +159,7 @@ def _rows(response):
 
 
 def _config(run):
-    from dapo.config import RunConfig
+    from dapo.runconfig import RunConfig
 
     return RunConfig.from_dict(run.config)
 

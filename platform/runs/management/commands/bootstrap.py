@@ -2,7 +2,7 @@
 
 1. Creates the superuser ``admin`` if missing, with a password generated once and kept in
    ``<DAPO_VAR_DIR>/admin-password.txt`` (mode 600), so every run prints the same credentials.
-2. Builds the demo model and data into assets/demo when ``dapo.demo`` can and they are missing
+2. Builds the demo model and data into assets/demo when ``dapo.data.demo`` can and they are missing
    (``--no-build`` skips it), then registers them in the catalog (idempotent, by name).
 """
 
@@ -56,9 +56,9 @@ class Command(BaseCommand):
         if (Path(settings.BASE_DIR) / DEMO_DIR / "model").is_dir():
             return
         try:
-            from dapo.demo import ensure_demo
+            from dapo.data.demo import ensure_demo
         except ImportError:
-            self.stdout.write("dapo.demo is not available: the demo is not built")
+            self.stdout.write("dapo.data.demo is not available: the demo is not built")
             return
         self.stdout.write(f"Building the demo into {DEMO_DIR} (a few minutes on CPU)...")
         ensure_demo(Path(settings.BASE_DIR) / DEMO_DIR)
@@ -76,7 +76,7 @@ class Command(BaseCommand):
         except PathError as e:
             self.stdout.write(
                 self.style.WARNING(
-                    f"Demo not registered: {e}. Build it: python -m dapo.demo --out {DEMO_DIR}"
+                    f"Demo not registered: {e}. Build it: python -m dapo.data.demo --out {DEMO_DIR}"
                 )
             )
             return

@@ -1,9 +1,0 @@
-from django.contrib.auth.decorators import login_not_required
-from django.urls import path
-
-from compare import sweep_views
-
-# As runs.api_urls: DRF authenticates by token or session itself, so no login redirect.
-urlpatterns = [
-    path("sweeps/", login_not_required(sweep_views.SweepCreate.as_view()), name="api-sweeps"),
-]
