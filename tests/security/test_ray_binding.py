@@ -41,7 +41,7 @@ class ExposedRay(AssertionError):
     """A Ray server listens beyond loopback (the expected failure: a failed start is not one)."""
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(480)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def listening_sockets(pids: list[int]) -> list[tuple[str, str, int, int]]:
@@ -122,18 +122,50 @@ def ray_head_env(tmp_path: Path) -> Iterator[Head]:
         head.stack.stop_all()
 
 
-def _start_head(head: Head) -> None:
-    """`ray start --head` on loopback and free ports, a short temp dir (Ray's socket paths)."""
-    port = free_ports(1)[0]
-    temp = Path(tempfile.mkdtemp(prefix="dapo-ray-", dir="/tmp"))
-    # dapo.cluster.ray_start is `ray start` with patient start-up timeouts (docs/troubleshooting.md): plain
-    # `ray start` gave up after its fixed 30 s in CI, with the suite's other workers busy beside it.
-    argv = [sys.executable, "-m", "dapo.cluster.ray_start", "--head", "--block", "--disable-usage-stats"]
-    argv += ["--node-ip-address", "127.0.0.1", "--port", str(port), "--temp-dir", str(temp)]
-    argv += ["--num-cpus", "1", "--include-dashboard=false", "--dashboard-agent-listen-port", "0"]
-    service = head.stack.start("ray", argv, head.env, cwd=REPO, grace_s=20)
-    head.env["RAY_ADDRESS"] = f"127.0.0.1:{port}"
-    _wait(service, "Ray runtime started", timeout=300)
+def _start_head(head: Head, attempts: int = 2) -> None:
+    """`ray start --head` on loopback, every port of its own, a short temp dir (Ray's socket paths).
+
+    Tried twice, each with fresh ports: once in CI a head's GCS never answered in 200 s (its node info RPC
+    ran past its deadline the whole time), which is what a port taken between our pick and Ray's bind looks
+    like. What this test checks is where a started Ray listens, so a failed start is retried, and a second
+    failure reports the tails of Ray's own logs."""
+    failures = []
+    for attempt in range(1, attempts + 1):
+        ports = iter(free_ports(6))
+        port = next(ports)
+        temp = Path(tempfile.mkdtemp(prefix="dapo-ray-", dir="/tmp"))
+        low = 20000 + (port % 500) * 20  # worker ports below the kernel's ephemeral range, spread per start
+        # dapo.cluster.ray_start is `ray start` with patient start-up timeouts (docs/troubleshooting.md):
+        # plain `ray start` gave up after its fixed 30 s in CI, with the suite's other workers busy beside it.
+        argv = [sys.executable, "-m", "dapo.cluster.ray_start", "--head", "--block", "--disable-usage-stats"]
+        argv += ["--node-ip-address", "127.0.0.1", "--port", str(port), "--temp-dir", str(temp)]
+        argv += ["--num-cpus", "1", "--include-dashboard=false"]
+        for flag in ("dashboard-agent-listen-port", "node-manager-port", "object-manager-port"):
+            argv += [f"--{flag}", str(next(ports))]
+        for flag in ("metrics-export-port", "runtime-env-agent-port"):
+            argv += [f"--{flag}", str(next(ports))]
+        argv += ["--min-worker-port", str(low), "--max-worker-port", str(low + 19)]
+        env = head.env | {"DAPO_RAY_NODE_WAIT_S": "150"}
+        service = head.stack.start(f"ray-{attempt}", argv, env, cwd=REPO, grace_s=20)
+        try:
+            _wait(service, "Ray runtime started", timeout=200)
+        except AssertionError as e:
+            failures.append(f"attempt {attempt}: {e}\n{_ray_log_tails(temp)}")
+            head.stack.stop_all()
+            continue
+        head.env["RAY_ADDRESS"] = f"127.0.0.1:{port}"
+        return
+    raise AssertionError("\n\n".join(failures))
+
+
+def _ray_log_tails(temp: Path) -> str:
+    logs = temp / "session_latest" / "logs"
+    tails = []
+    for name in ("gcs_server.out", "gcs_server.err", "raylet.out", "raylet.err"):
+        path = logs / name
+        if path.exists():
+            tails.append(f"--- {name}\n" + path.read_text(errors="replace")[-1500:])
+    return "\n".join(tails) or f"(no Ray logs under {logs})"
 
 
 def test_a_workers_local_ray_listens_on_loopback_only(tmp_path, monkeypatch):
