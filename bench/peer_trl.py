@@ -1,14 +1,21 @@
-"""Our DAPO trainer against TRL's GRPOTrainer set up as DAPO, side by side (issue 14).
+"""Our DAPO trainer against TRL's GRPOTrainer set up as DAPO, side by side (issues 14 and 31).
 
 Both train the same fresh model on the same task of this file's own (not the demo's: a different
 tokenizer, chat template, model shape and task), one core each (``taskset`` and one torch thread),
 started at the same instant for the same wall budget, then ONE evaluator (ours, HF generate) judges both
 saved models on the same held-out problems at T=1 (4 samples each) and greedily.
 
-The task, "digit sum" of 3 to 5 digit numbers: ``Q: What is the digit sum of 4719?`` -> the running
-sums ``4,11,12,21`` and a last line ``Answer: 21`` (at most 25 tokens; scored by the ``math_dapo`` reward
-for both trainers). The model: a character-level
-Llama (hidden 160, 4 layers, 5 heads) pre-trained briefly on worked sums, a third of them with one step
+Three tasks (``--task``), none of them one the trainer was tuned on (see each class for its details):
+
+- ``digitsum`` (the default and the first): digit sums of 3-5 digit numbers, answers of at most 25
+  tokens, a character-level Llama;
+- ``long``: prompts of about 200 tokens and answers of about 180 (at most 256): the digit sum of a
+  14-digit number worked digit by digit, after an example; a character-level Llama of another shape with
+  grouped-query attention;
+- ``bpe``: word problems under a byte-level BPE tokenizer trained from the task's text, a ChatML
+  template and a Qwen2 model.
+
+Each model is pre-trained briefly on worked solutions of other problems, a third of them with one step
 off, so that its sampled accuracy sits between 0 and 1 and both trainers have room to raise it.
 
 TRL is pinned in bench/requirements-peer.txt for this benchmark, installed into its own venv that reuses
@@ -53,45 +60,70 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}{% if m['role'] == 'user' %}Q: {{ m['content'] }}\n{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}A: {% endif %}"
 )
-GROUP, PROMPTS, MAX_NEW, LR, SEED = 8, 8, 32, 2e-5, 42
+GROUP, PROMPTS, LR, SEED = 8, 8, 2e-5, 42
 
 
-# ---- the task and the model -------------------------------------------------------------------
+# ---- the tasks and their models ----------------------------------------------------------------
 
 
-def worked(number: int, rng: random.Random | None = None, noise: float = 0.0) -> str:
-    """'4,11,12,21\nAnswer: 21' for 4719 (the running sums); with probability ``noise`` one running sum
-    is off by 1 or 2 (and the ones after it follow from it)."""
-    digits = [int(d) for d in str(number)]
+class Task:
+    """One task of the comparison: its problems (an integer item each), worked solutions, tokenizer and
+    model. Items are drawn from a space far larger than the splits, so pre-training sees other items."""
+
+    name = ""
+    max_prompt = 64
+    max_new = 32
+    pretrain_steps = 300
+
+    def draw(self, rng: random.Random) -> int:
+        raise NotImplementedError
+
+    def question(self, item: int) -> str:
+        raise NotImplementedError
+
+    def truth(self, item: int) -> str:
+        raise NotImplementedError
+
+    def worked(self, item: int, rng: random.Random | None = None, noise: float = 0.0) -> str:
+        """The solution ending in ``Answer: N``; with probability ``noise`` one step is off."""
+        raise NotImplementedError
+
+    def tokenizer(self, corpus: list[str]) -> Any:
+        raise NotImplementedError
+
+    def model_config(self, tok: Any) -> Any:
+        raise NotImplementedError
+
+    def problem(self, index: int, item: int) -> Any:
+        from dapo.data.problems import Problem
+
+        messages = [{"role": "user", "content": self.question(item)}]
+        return Problem(index=index, messages=messages, ground_truth=self.truth(item))
+
+    def splits(self, n_train: int, n_test: int) -> tuple[list[int], list[int]]:
+        rng = random.Random(self.name)
+        items: dict[int, None] = {}
+        while len(items) < n_train + n_test:
+            items[self.draw(rng)] = None
+        ordered = list(items)
+        return ordered[:n_train], ordered[n_train:]
+
+
+def running_sums(digits: list[int], rng: random.Random | None, noise: float) -> list[int]:
+    """The running sums of ``digits``; with probability ``noise`` one of them (not the first) is off by 1
+    or 2, and the ones after it follow from it."""
     wrong = rng.randrange(1, len(digits)) if rng is not None and rng.random() < noise else -1
     sums = [digits[0]]
     for i, d in enumerate(digits[1:], start=1):
         sums.append(sums[-1] + d + (rng.choice([-2, -1, 1, 2]) if i == wrong and rng is not None else 0))
-    return ",".join(map(str, sums)) + f"\nAnswer: {sums[-1]}"
+    return sums
 
 
-def problem(index: int, number: int) -> Any:
-    from dapo.data.problems import Problem
-
-    text = f"What is the digit sum of {number}?"
-    return Problem(
-        index=index,
-        messages=[{"role": "user", "content": text}],
-        ground_truth=str(sum(map(int, str(number)))),
-    )
-
-
-def splits(n_train: int, n_test: int) -> tuple[list[int], list[int]]:
-    rng = random.Random("digit-sum")
-    numbers = rng.sample(range(100, 100_000), n_train + n_test)
-    return numbers[:n_train], numbers[n_train:]
-
-
-def build_tokenizer() -> Any:
+def char_tokenizer(alphabet: str, max_length: int) -> Any:
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {t: i for i, t in enumerate([*SPECIAL, *ALPHABET])}
+    vocab = {t: i for i, t in enumerate([*SPECIAL, *alphabet])}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     backend.decoder = decoders.Fuse()
@@ -103,53 +135,251 @@ def build_tokenizer() -> Any:
         pad_token="<pad>",
         unk_token="<unk>",
         chat_template=CHAT_TEMPLATE,
-        model_max_length=128,
+        model_max_length=max_length,
     )
 
 
+def token_ids(tok: Any) -> dict[str, int]:
+    return {f"{n}_token_id": getattr(tok, f"{n}_token_id") for n in ("bos", "eos", "pad")}
+
+
+class DigitSum(Task):
+    """The bench's first task, "digit sum" of 3 to 5 digit numbers: ``Q: What is the digit sum of 4719?``
+    -> the running sums ``4,11,12,21`` and a last line ``Answer: 21`` (at most 25 tokens). A
+    character-level Llama (hidden 160, 4 layers, 5 heads)."""
+
+    name, max_prompt, max_new = "digitsum", 64, 32
+
+    def draw(self, rng: random.Random) -> int:
+        return rng.randrange(100, 100_000)
+
+    def splits(self, n_train: int, n_test: int) -> tuple[list[int], list[int]]:
+        rng = random.Random("digit-sum")  # the first task's own draw, kept: its assets and figures stand
+        numbers = rng.sample(range(100, 100_000), n_train + n_test)
+        return numbers[:n_train], numbers[n_train:]
+
+    def question(self, item: int) -> str:
+        return f"What is the digit sum of {item}?"
+
+    def truth(self, item: int) -> str:
+        return str(sum(map(int, str(item))))
+
+    def worked(self, item: int, rng: random.Random | None = None, noise: float = 0.0) -> str:
+        sums = running_sums([int(d) for d in str(item)], rng, noise)
+        return ",".join(map(str, sums)) + f"\nAnswer: {sums[-1]}"
+
+    def tokenizer(self, corpus: list[str]) -> Any:
+        return char_tokenizer(ALPHABET, 128)
+
+    def model_config(self, tok: Any) -> Any:
+        from transformers import LlamaConfig
+
+        return LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=160,
+            intermediate_size=448,
+            num_hidden_layers=4,
+            num_attention_heads=5,
+            num_key_value_heads=5,
+            max_position_embeddings=128,
+            tie_word_embeddings=True,
+            **token_ids(tok),
+        )
+
+
+class LongDigits(Task):
+    """Longer prompts and responses: the digit sum of a 14-digit number, with an instruction and a worked
+    example of another number in the prompt (about 200 characters), answered digit by digit
+    (``4 total 4, 7 total 11, ...`` then ``Answer: 63``: about 180 tokens, at most 256). A
+    character-level Llama of another shape (hidden 128, 6 layers, 4 heads with 2 key/value heads)."""
+
+    name, max_prompt, max_new = "long", 256, 256
+    DIGITS = 14
+    ALPHABET = "\n ,.0123456789:AENQabcdefghilmnoprstuwx"
+
+    def draw(self, rng: random.Random) -> int:
+        return rng.randrange(10 ** (self.DIGITS - 1), 10**self.DIGITS)
+
+    def steps(self, digits: list[int], sums: list[int]) -> str:
+        return ", ".join(f"{d} total {s}" for d, s in zip(digits, sums, strict=True))
+
+    def question(self, item: int) -> str:
+        example = random.Random(item).randrange(100_000, 1_000_000)
+        digits = [int(d) for d in str(example)]
+        sums = running_sums(digits, None, 0.0)
+        return (
+            "Add the digits of a number one at a time, with the running total after each, then the answer. "
+            f"Example, {example}: {self.steps(digits, sums)}. Answer: {sums[-1]}. Now {item}."
+        )
+
+    def truth(self, item: int) -> str:
+        return str(sum(map(int, str(item))))
+
+    def worked(self, item: int, rng: random.Random | None = None, noise: float = 0.0) -> str:
+        digits = [int(d) for d in str(item)]
+        sums = running_sums(digits, rng, noise)
+        return f"{self.steps(digits, sums)}\nAnswer: {sums[-1]}"
+
+    def tokenizer(self, corpus: list[str]) -> Any:
+        return char_tokenizer(self.ALPHABET, 640)
+
+    def model_config(self, tok: Any) -> Any:
+        from transformers import LlamaConfig
+
+        return LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=128,
+            intermediate_size=384,
+            num_hidden_layers=6,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=640,
+            tie_word_embeddings=True,
+            **token_ids(tok),
+        )
+
+
+class WordProblems(Task):
+    """Word problems under a BPE tokenizer trained from the task's own text (byte-level, 400 tokens,
+    numbers split as BPE splits them), a ChatML template, and a Qwen2 model (hidden 192, 3 layers, 6 heads
+    with 2 key/value heads): ``Mia has 12 apples. She finds 7 more. She loses 5. How many apples does Mia
+    have now?`` -> ``12 + 7 = 19. 19 - 5 = 14.`` and ``Answer: 14`` (2-3 steps of 1-9, starting at 2-19).
+    Pre-trained for 600 steps: at 300 its sampled accuracy was near 0."""
+
+    name, max_prompt, max_new, pretrain_steps = "bpe", 96, 48, 600
+    NAMES = (("Mia", "She"), ("Leo", "He"), ("Ava", "She"), ("Sam", "He"), ("Zoe", "She"), ("Max", "He"))
+    THINGS = ("apples", "coins", "books", "stamps", "shells", "marbles", "pencils", "cards")
+    MORE = ("finds", "buys", "gets", "wins")
+    LESS = ("gives away", "loses", "sells", "uses")
+    TEMPLATE = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+
+    def draw(self, rng: random.Random) -> int:
+        return rng.randrange(10**12)
+
+    def plan(self, item: int) -> tuple[str, str, str, int, list[tuple[str, int]]]:
+        rng = random.Random(item)
+        name, pronoun = rng.choice(self.NAMES)
+        thing = rng.choice(self.THINGS)
+        start = rng.randrange(2, 20)
+        ops, total = [], start
+        for _ in range(rng.choice([2, 3])):
+            if total > 3 and rng.random() < 0.5:
+                n = rng.randrange(1, min(10, total))
+                ops.append((rng.choice(self.LESS), -n))
+            else:
+                n = rng.randrange(1, 10)
+                ops.append((rng.choice(self.MORE), n))
+            total += ops[-1][1]
+        return name, pronoun, thing, start, ops
+
+    def question(self, item: int) -> str:
+        name, pronoun, thing, start, ops = self.plan(item)
+        said = " ".join(f"{pronoun} {verb} {abs(n)}{' more' if n > 0 else ''}." for verb, n in ops)
+        return f"{name} has {start} {thing}. {said} How many {thing} does {name} have now?"
+
+    def truth(self, item: int) -> str:
+        _, _, _, start, ops = self.plan(item)
+        return str(start + sum(n for _, n in ops))
+
+    def worked(self, item: int, rng: random.Random | None = None, noise: float = 0.0) -> str:
+        _, _, _, start, ops = self.plan(item)
+        wrong = rng.randrange(len(ops)) if rng is not None and rng.random() < noise else -1
+        lines, total = [], start
+        for i, (_, n) in enumerate(ops):
+            after = total + n + (rng.choice([-2, -1, 1, 2]) if i == wrong and rng is not None else 0)
+            lines.append(f"{total} {'+' if n > 0 else '-'} {abs(n)} = {after}.")
+            total = after
+        return " ".join(lines) + f"\nAnswer: {total}"
+
+    def tokenizer(self, corpus: list[str]) -> Any:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+        from transformers import PreTrainedTokenizerFast
+
+        special = ["<pad>", "<|im_start|>", "<|im_end|>", "<unk>"]
+        backend = Tokenizer(models.BPE(unk_token="<unk>"))
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        backend.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=400, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        )
+        backend.train_from_iterator(corpus, trainer=trainer)
+        return PreTrainedTokenizerFast(
+            tokenizer_object=backend,
+            bos_token="<|im_start|>",
+            eos_token="<|im_end|>",
+            pad_token="<pad>",
+            unk_token="<unk>",
+            chat_template=self.TEMPLATE,
+            model_max_length=192,
+        )
+
+    def model_config(self, tok: Any) -> Any:
+        from transformers import Qwen2Config
+
+        return Qwen2Config(
+            vocab_size=len(tok),
+            hidden_size=192,
+            intermediate_size=512,
+            num_hidden_layers=3,
+            num_attention_heads=6,
+            num_key_value_heads=2,
+            max_position_embeddings=192,
+            tie_word_embeddings=True,
+            **token_ids(tok),
+        )
+
+
+TASKS: dict[str, Task] = {t.name: t for t in (DigitSum(), LongDigits(), WordProblems())}
+TASK: Task = TASKS["digitsum"]
+"""The task of this process (``--task``)."""
+
+
 def build(out: Path, steps: int) -> dict:
-    """Tokenizer, pre-trained model and data into ``out`` (kept once built)."""
+    """Tokenizer, pre-trained model and data of TASK into ``out`` (kept once built). Pre-training sees
+    worked solutions of items outside both splits, a third of them with one step off, so that the
+    model's sampled accuracy sits between 0 and 1 and both trainers have room to raise it."""
     manifest = out / "manifest.json"
     if manifest.is_file():
         return json.loads(manifest.read_text())
     import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoModelForCausalLM, GenerationConfig
 
     from dapo.data.problems import render_prompt, write_parquet
 
     torch.set_num_threads(1)
-    tok = build_tokenizer()
-    ids = {f"{n}_token_id": getattr(tok, f"{n}_token_id") for n in ("bos", "eos", "pad")}
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=160,
-        intermediate_size=448,
-        num_hidden_layers=4,
-        num_attention_heads=5,
-        num_key_value_heads=5,
-        max_position_embeddings=128,
-        tie_word_embeddings=True,
-        **ids,
-    )
-    torch.manual_seed(SEED)
-    model = LlamaForCausalLM(config)
-    model.generation_config = GenerationConfig(
-        do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=MAX_NEW, **ids
-    )
-    train, test = splits(4000, 256)
+    train, test = TASK.splits(4000, 256)
     seen = set(train) | set(test)
     rng = random.Random("pretrain")
+
+    def fresh(draws: random.Random) -> int:
+        while (item := TASK.draw(draws)) in seen:  # pre-training never sees a train or test problem
+            pass
+        return item
+
+    other = random.Random("corpus")  # the tokenizer's text (a BPE task's): its own draws, not pre-training's
+    corpus = [
+        f"{TASK.question(i)}\n{TASK.worked(i, other, 1 / 3)}" for i in (fresh(other) for _ in range(3000))
+    ]
+    tok = TASK.tokenizer(corpus)
+    config = TASK.model_config(tok)
+    torch.manual_seed(SEED)
+    model = AutoModelForCausalLM.from_config(config)
+    ids = token_ids(tok)
+    model.generation_config = GenerationConfig(
+        do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=TASK.max_new, **ids
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 30) * (1 - 0.9 * s / steps))
     model.train()
     for _ in range(steps):
         rows, starts = [], []
         while len(rows) < 32:
-            n = rng.randrange(100, 100_000)
-            if n in seen:  # pre-training never sees a train or test problem
-                continue
-            p = tok.encode(render_prompt(tok, problem(0, n)), add_special_tokens=False)
-            r = tok.encode(worked(n, rng, noise=1 / 3), add_special_tokens=False) + [tok.eos_token_id]
+            n = fresh(rng)
+            p = tok.encode(render_prompt(tok, TASK.problem(0, n)), add_special_tokens=False)
+            r = tok.encode(TASK.worked(n, rng, noise=1 / 3), add_special_tokens=False) + [tok.eos_token_id]
             rows.append(p + r)
             starts.append(len(p))
         width = max(map(len, rows))
@@ -168,9 +398,10 @@ def build(out: Path, steps: int) -> dict:
     model.eval()
     model.save_pretrained(out / "model")
     tok.save_pretrained(out / "model")
-    write_parquet([problem(i, n) for i, n in enumerate(train)], out / "train.parquet")
-    write_parquet([problem(i, n) for i, n in enumerate(test)], out / "test.parquet")
+    write_parquet([TASK.problem(i, n) for i, n in enumerate(train)], out / "train.parquet")
+    write_parquet([TASK.problem(i, n) for i, n in enumerate(test)], out / "test.parquet")
     info = {
+        "task": TASK.name,
         "params": sum(p.numel() for p in model.parameters()),
         "pretrain_steps": steps,
         "loss": loss.item(),
@@ -195,9 +426,9 @@ def our_config(assets: Path, overrides: dict[str, Any] | None = None) -> Any:
             "data.val_path": str(assets / "test.parquet"),
             "data.train_batch_size": PROMPTS,
             "data.gen_batch_size": PROMPTS,
-            "data.max_prompt_length": 64,
+            "data.max_prompt_length": TASK.max_prompt,
             "rollout.n": GROUP,
-            "rollout.max_response_length": MAX_NEW,
+            "rollout.max_response_length": TASK.max_new,
             "algorithm.overlong_buffer": False,
             "algorithm.overlong_filtering": True,
             "optim.lr": LR,
@@ -310,7 +541,7 @@ def run_trl(assets: Path, out: Path, start: float, budget: float) -> dict:
         output_dir=str(out / "run"),
         per_device_train_batch_size=PROMPTS * GROUP,
         num_generations=GROUP,
-        max_completion_length=MAX_NEW,
+        max_completion_length=TASK.max_new,
         temperature=1.0,
         top_p=1.0,
         top_k=0,
@@ -377,7 +608,7 @@ def evaluate(model_dir: Path, assets: Path) -> dict[str, float]:
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(model_dir)
     problems = load_problems(str(assets / "test.parquet"))
-    prompts = encode_prompts(tok, problems, 64)
+    prompts = encode_prompts(tok, problems, TASK.max_prompt)
     scorer = build_reward(DataConfig())
     out = {}
     for name, samples, sample in (("acc_t1", 4, True), ("acc_greedy", 1, False)):
@@ -390,7 +621,7 @@ def evaluate(model_dir: Path, assets: Path) -> dict[str, float]:
                 attention_mask=mask,
                 do_sample=sample,
                 num_return_sequences=samples,
-                max_new_tokens=MAX_NEW,
+                max_new_tokens=TASK.max_new,
                 temperature=1.0,
                 top_p=1.0,
                 top_k=0,
@@ -517,6 +748,7 @@ def peer_python() -> Path:
 
 
 def child(which: str, core: int, start: float, budget: float, ours_set: list[str]) -> subprocess.Popen:
+    """One trainer in its own process on ``core``, on TASK, writing its log into OUT."""
     python = str(peer_python() if which == "trl" else Path(sys.executable))
     cmd = [
         "taskset",
@@ -532,6 +764,8 @@ def child(which: str, core: int, start: float, budget: float, ours_set: list[str
         str(OUT),
         "--budget-s",
         str(budget),
+        "--task",
+        TASK.name,
     ]
     for item in ours_set if which == "ours" else []:
         cmd += ["--ours-set", item]
@@ -549,13 +783,20 @@ def result_of(proc: subprocess.Popen, which: str) -> dict:
 
 
 def main() -> int:
-    global OUT
+    global OUT, TASK
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--task", choices=sorted(TASKS), default="digitsum", help="the task (module docstring)")
     p.add_argument("--budget-s", type=float, default=600.0)
-    p.add_argument("--pretrain-steps", type=int, default=300)
+    p.add_argument(
+        "--pretrain-steps", type=int, help="the model's pre-training (default: the task's, 300 or 600)"
+    )
     p.add_argument("--child", choices=["ours", "trl"])
     p.add_argument("--start", type=float, default=0.0)
-    p.add_argument("--out", type=Path, default=OUT, help="assets, runs and logs (default var/bench/peer)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="assets, runs and logs (default var/bench/peer, var/bench/peer-TASK for the others)",
+    )
     p.add_argument("--profile", type=int, metavar="STEPS", help="profile our step instead (see profile())")
     p.add_argument(
         "--ours-set",
@@ -579,10 +820,11 @@ def main() -> int:
     )
     args = p.parse_args()
     overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.ours_set)}
-    OUT = args.out
+    TASK = TASKS[args.task]
+    OUT = args.out or (OUT if TASK.name == "digitsum" else OUT.with_name(f"peer-{TASK.name}"))
     assets = OUT / "assets"
     if args.profile:
-        build(assets, args.pretrain_steps)
+        build(assets, args.pretrain_steps or TASK.pretrain_steps)
         profile(assets, args.profile)
         return 0
     if args.child:
@@ -594,7 +836,7 @@ def main() -> int:
         return 0
     peer_python()  # refuses before minutes of set-up when TRL is nowhere
     OUT.mkdir(parents=True, exist_ok=True)
-    info = build(assets, args.pretrain_steps)
+    info = build(assets, args.pretrain_steps or TASK.pretrain_steps)
     load = os.getloadavg()
     for which in ("ours", "trl"):
         (OUT / f"{which}.ready").unlink(missing_ok=True)
@@ -618,7 +860,7 @@ def main() -> int:
         f"\nours with {overrides or 'the defaults'}; cores ours/TRL {args.cores}; {args.load} busy processes"
     )
     print(
-        f"model {info['params'] / 1e6:.2f}M parameters; budget {args.budget_s:.0f} s each; "
+        f"task {TASK.name}; model {info['params'] / 1e6:.2f}M parameters; budget {args.budget_s:.0f} s each; "
         f"load average at start {load[0]:.1f} / {load[1]:.1f}, at end {end_load:.1f}"
     )
     print(f"held-out before training: T=1 {base['acc_t1']:.3f}, greedy {base['acc_greedy']:.3f}")
@@ -648,6 +890,7 @@ def main() -> int:
                 "cores": args.cores,
                 "load": [load[0], end_load],
                 "busy": args.load,
+                "task": TASK.name,
             },
             indent=1,
         )
