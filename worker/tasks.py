@@ -251,8 +251,8 @@ class Reaper:
     """Every ``DAPO_REAPER_INTERVAL_S``: queue again the runs whose lease ran out (``Run.requeue_expired``).
 
     A thread of the worker's main process, started when the worker is ready, rather than a Celery beat
-    task: a task would wait in the queue behind the training run that holds the worker's only pool slot,
-    which is exactly when a dead controller's run needs requeueing. Every worker runs one; the conditional
+    task: a task would wait in the queue behind the training runs that hold every pool slot, which is
+    exactly when a dead controller's run needs requeueing. Every worker runs one; the conditional
     update lets exactly one of them requeue a given run."""
 
     def __init__(self, interval_s: float) -> None:
