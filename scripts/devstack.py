@@ -3,8 +3,9 @@
     python3.11 -m scripts.devstack
 
 Steps: install the lock into .venv (skipped when unchanged) → Redis (reused when one answers on
-REDIS_URL) → migrate → Daphne and two Celery workers (training runs; exports and evaluations, see
-platform/config/queues.py), which start while bootstrap (first user, demo model and dataset) runs → wait
+REDIS_URL) → migrate → Daphne and two Celery workers (training runs, two at once by default; exports and
+evaluations; slots from DAPO_TRAINING_CONCURRENCY / DAPO_SHORT_CONCURRENCY, see platform/config/queues.py),
+which start while bootstrap (first user, demo model and dataset) runs → wait
 for the login page → print the URL and the credentials → supervise until a signal or a dead service, then
 stop everything in reverse order. Each service logs to var/log/<name>.log. Environment: see
 docs/configuration.md.

@@ -1,4 +1,8 @@
-"""Entry point of the Celery worker: ``celery -A worker.app worker -Q training --concurrency 1``.
+"""Entry point of the Celery worker: ``celery -A worker.app worker -Q training --concurrency 2``.
+
+The concurrency is the queue's slot count (``DAPO_TRAINING_CONCURRENCY``, platform/config/queues.py):
+Celery's prefork pool runs each task in a child process of its own, so two slots train two runs at once,
+each with its own run log capture, torch threads and Ray driver.
 
 ``platform/`` is a source folder (not a package: the name would shadow the standard library's
 ``platform``), so it goes on ``sys.path`` here, as in manage.py and the ASGI module.

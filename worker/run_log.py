@@ -3,8 +3,10 @@
 While a run trains, file descriptors 1 and 2 of the worker process point at pipes; a thread per pipe copies
 every byte into the run's log and on to the original stdout or stderr (the worker's own log). So the log
 holds Python logging, ``print``, warnings, the traceback of a failure, and the output of C libraries and of
-subprocesses (Ray forwards its workers' output to the driver's stdout), in order. The worker runs one run
-at a time (``--concurrency 1``), so the process's output during a run is that run's.
+subprocesses (Ray forwards its workers' output to the driver's stdout), in order. A worker with several
+slots (``--concurrency N``) still runs one run per process: Celery's prefork pool runs each task in a child
+process, which runs one task at a time, and the descriptors redirected here are that child's own. So a
+process's output during a run is that run's (tests/worker/test_concurrency.py checks it with two runs).
 
 A log stops growing at ``DAPO_RUN_LOG_MAX_MB`` (a line says so); the worker's own log still gets everything.
 

@@ -32,9 +32,10 @@ from django.utils import timezone
 from notifications.delivery import deliver_due, detect_stalls
 from runs.events import status_event
 from runs.manage import remove_files
-from runs.models import Kind, Run, Status
+from runs.models import ClusterCapacity, Kind, Run, Status
 from runs.run_log import log_path
 
+from dapo.cluster import resources
 from dapo.learner import checkpoint as ckpt
 from dapo.runconfig import RunConfig
 from worker.export import export_model  # noqa: F401  (registers the "Export model" task)
@@ -77,6 +78,27 @@ def record_data_files(run: Run) -> None:
             f"{', '.join(changed)}: the file of {label} changed since it was imported (its SHA-256 differs); "
             "register or upload it again as a new version, or pick another version"
         )
+
+
+def local_capacity() -> resources.Capacity:
+    """This machine as a local run sees it: the CPUs this process may run on, and the GPUs torch sees."""
+    import torch
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # no sched_getaffinity outside Linux
+        cpus = os.cpu_count() or 1
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return resources.Capacity("local", (resources.Node(float(cpus), float(gpus)),))
+
+
+def record_capacity(capacity: resources.Capacity) -> None:
+    """Keep what this worker saw (runs.models.capacity): the launch checks the next runs against it. Not
+    retried: a database error is logged (resources.report_capacity) and the run goes on."""
+    ClusterCapacity.record(capacity, seen_by=f"{socket.gethostname()}:{os.getpid()}")
+
+
+resources.on_capacity(record_capacity)  # a Ray run reports its cluster's nodes after it connects
 
 
 def load_runner() -> Callable[..., Any]:
@@ -191,6 +213,8 @@ def launch_run(self: Task, run_id: int) -> str:
     with capture(log_path(run.pk), header, fresh=run.attempts <= 1), Heartbeat(run, worker_id, sink):
         try:
             config = resolved_config(run)
+            if config.execution.backend == "local":  # a Ray run reports its cluster once connected
+                resources.report_capacity(local_capacity())
             record_data_files(run)
             if (
                 run.kind == Kind.EVALUATION
@@ -251,8 +275,8 @@ class Reaper:
     """Every ``DAPO_REAPER_INTERVAL_S``: queue again the runs whose lease ran out (``Run.requeue_expired``).
 
     A thread of the worker's main process, started when the worker is ready, rather than a Celery beat
-    task: a task would wait in the queue behind the training run that holds the worker's only pool slot,
-    which is exactly when a dead controller's run needs requeueing. Every worker runs one; the conditional
+    task: a task would wait in the queue behind the training runs that hold every pool slot, which is
+    exactly when a dead controller's run needs requeueing. Every worker runs one; the conditional
     update lets exactly one of them requeue a given run."""
 
     def __init__(self, interval_s: float) -> None:

@@ -42,10 +42,10 @@ from dapo.cluster.ray_cluster import (
     placement_strategy,
     release,
     reserve,
-    worker_bundle,
 )
 from dapo.cluster.ray_shards import logprob_shards, merge_updates, shard_seed, shard_update, split_evenly
 from dapo.cluster.ray_worker import PolicyWorker, WorkerNotReady, from_wire, score_chunk, to_wire
+from dapo.cluster.resources import Capacity, ClusterTooSmall, report_capacity, request_for
 from dapo.learner.actor import UpdateBatch, UpdateResult
 from dapo.rollout.base import Completion, SamplingParams
 from dapo.runconfig import RunConfig
@@ -91,9 +91,12 @@ class RayBackend:
         self.learners: list[Any] = []
         self.rollouts: list[Any] = []
         self._hardware: Any = None  # a Ray queue of the actors' hardware samples
+        self.request = request_for(self.config)
+        """The bundles this run places (one per actor); dapo.cluster.resources is their single source."""
         self.connection = connect()
         self._recoverable = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, WorkerNotReady)
         try:
+            self._check_capacity()
             self._score_task = ray.remote(num_cpus=0)(score_chunk)
             if self.config.logging.hardware_interval_s > 0:
                 from ray.util.queue import Queue
@@ -101,7 +104,7 @@ class RayBackend:
                 self._hardware = Queue(maxsize=HARDWARE_QUEUE_SIZE, actor_options={"num_cpus": 0})
             # The rollout workers start (import torch, build their model) while the learners form their
             # group: started one after the other, a two-learner, one-rollout run waited ~1.5x as long.
-            self._reserve("learner", self.config.execution.num_learner_workers)  # learners are placed first
+            self._reserve("learner")  # learners are placed first
             pending = [] if self.config.execution.colocate else self._spawn_rollouts()
             self.learners = self._start_learners()
             self._get_all(pending)
@@ -263,15 +266,28 @@ class RayBackend:
 
     # ---- workers ------------------------------------------------------------------------------
 
+    def _check_capacity(self) -> None:
+        """Before placing anything: fail at once, naming what is missing, when the cluster can never hold
+        this run (rather than after the placement timeout). The capacity seen is reported
+        (``resources.report_capacity``: the platform's worker records it for the launch check)."""
+        capacity = Capacity.from_ray_nodes(self._ray.nodes())
+        report_capacity(capacity)
+        if reasons := self.request.shortfall(capacity):
+            raise ClusterTooSmall(
+                f"this run {self.request.describe()}, which the Ray cluster ({capacity.describe()}) can "
+                f"never hold: {'; '.join(reasons)}. Lower execution.cpus_per_worker / gpus_per_worker or "
+                "the number of workers, or add nodes."
+            )
+
     def _spawn(self, role: str, index: int, max_restarts: int) -> Any:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        e = self.config.execution
+        bundle = self.request.ray_bundles(role)[index]
         return (
             self._ray.remote(PolicyWorker)
             .options(
-                num_cpus=e.cpus_per_worker,
-                num_gpus=e.gpus_per_worker,
+                num_cpus=bundle.get("CPU", 0.0),
+                num_gpus=bundle.get("GPU", 0.0),
                 max_restarts=max_restarts,
                 max_task_retries=0,  # the controller retries, after restoring the weights
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
@@ -281,16 +297,15 @@ class RayBackend:
             .remote(self.config)
         )
 
-    def _reserve(self, role: str, count: int) -> None:
-        e = self.config.execution
-        bundle = worker_bundle(e.cpus_per_worker, e.gpus_per_worker)
-        self._groups[role] = reserve(count, bundle, self.strategy, self.connection.placement_timeout_s)
+    def _reserve(self, role: str) -> None:
+        bundles = self.request.ray_bundles(role)
+        self._groups[role] = reserve(bundles, self.strategy, self.connection.placement_timeout_s)
 
     def _start_learners(self) -> list[Any]:
         """A fresh learner group: placement group, actors, process group, then the newest state."""
         n = self.config.execution.num_learner_workers
         if "learner" not in self._groups:  # reserved by __init__; released by _rebuild_learners
-            self._reserve("learner", n)
+            self._reserve("learner")
         # Learners are never restarted by Ray: a restarted rank could not rejoin the old process group.
         actors = [self._spawn("learner", i, max_restarts=0) for i in range(n)]
         try:
@@ -316,7 +331,7 @@ class RayBackend:
     def _spawn_rollouts(self) -> list[Any]:
         """Reserve and start the rollout workers; returns their pending set-up calls (no weights to load
         yet: they load the model from disk, as the learners do)."""
-        self._reserve("rollout", self.config.execution.num_rollout_workers)
+        self._reserve("rollout")
         count = self.config.execution.num_rollout_workers
         self.rollouts = [self._spawn("rollout", i, max_restarts=-1) for i in range(count)]
         return [actor.setup.remote(0, 1, None, False) for actor in self.rollouts]

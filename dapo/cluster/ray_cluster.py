@@ -18,8 +18,9 @@ Where a run goes (docs/architecture.md, "What runs where"):
 
 Placement: each group of workers (the learners; the rollout workers in split mode) gets one placement
 group with one bundle ``{CPU: cpus_per_worker, GPU: gpus_per_worker}`` per worker, so a worker's CPUs and
-GPU come from one node. The strategy is ``PACK`` (fill a node first) unless the backend is given another
-(``SPREAD``, ``STRICT_PACK``, ``STRICT_SPREAD``) or ``DAPO_RAY_PLACEMENT`` names one.
+GPU come from one node (the bundles: ``dapo.cluster.resources.request_for``). The strategy is ``PACK``
+(fill a node first) unless the backend is given another (``SPREAD``, ``STRICT_PACK``, ``STRICT_SPREAD``)
+or ``DAPO_RAY_PLACEMENT`` names one.
 """
 
 from __future__ import annotations
@@ -295,26 +296,19 @@ def placement_strategy(requested: str | None = None) -> str:
     return name
 
 
-def worker_bundle(cpus: float, gpus: float) -> dict[str, float]:
-    """One worker's resources; a worker that asks for nothing still holds a sliver of a CPU (Ray needs one
-    resource per bundle)."""
-    bundle = {"CPU": cpus} if cpus > 0 else {}
-    if gpus > 0:
-        bundle["GPU"] = gpus
-    return bundle or {"CPU": 0.01}
-
-
-def reserve(count: int, bundle: dict[str, float], strategy: str, timeout_s: float) -> Any:
-    """A ready placement group of ``count`` identical bundles; raises RuntimeError naming what is missing."""
+def reserve(bundles: list[dict[str, float]], strategy: str, timeout_s: float) -> Any:
+    """A ready placement group of these bundles (one per worker); raises RuntimeError naming what is
+    missing."""
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    group = placement_group([dict(bundle) for _ in range(count)], strategy=strategy)
+    group = placement_group([dict(b) for b in bundles], strategy=strategy)
     ready, _ = ray.wait([group.ready()], timeout=timeout_s)
     if not ready:
         remove_placement_group(group)
         raise RuntimeError(
-            f"Ray could not place {count} worker(s) of {bundle} ({strategy}) within {timeout_s:.0f} s; "
+            f"Ray could not place {len(bundles)} worker(s) of {bundles[0]} ({strategy}) within "
+            f"{timeout_s:.0f} s; "
             f"cluster resources: {ray.cluster_resources()}. Lower execution.cpus_per_worker / "
             "gpus_per_worker or the number of workers, or add nodes."
         )

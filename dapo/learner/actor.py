@@ -16,7 +16,9 @@ changes it are one object that Ray actors hold; the pieces that stand alone live
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from typing import Any
 import torch
 
 from dapo.algo.loss import get_policy_loss, masked_mean
+from dapo.cluster.resources import local_cpus
 from dapo.learner.microbatch import PaddingCount, plan_micro_batches, split_to_count
 from dapo.learner.modeling import eos_token_ids, load_policy, pack, resolve_device, response_logprobs
 from dapo.learner.paths import path_decisions
@@ -34,6 +37,8 @@ from dapo.loop.distributions import ratio_sketch
 from dapo.rollout import create_engine
 from dapo.rollout.base import Completion, RolloutEngine, SamplingParams, Weights, named_tensors
 from dapo.runconfig import RunConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -89,8 +94,13 @@ class PolicyActor:
         self.config = config
         self.rank, self.world_size = rank, world_size
         self.policy_loss = get_policy_loss(config.algorithm.policy_loss)  # (algorithm.policy_loss)
-        if config.execution.torch_threads:
-            torch.set_num_threads(config.execution.torch_threads)
+        # A local run's torch uses the CPUs it asks for (dapo.cluster.resources.local_cpus), not every core
+        # of the machine: two runs in two worker processes would otherwise each start a thread per core.
+        e = config.execution
+        threads = local_cpus(e) if e.backend == "local" else e.torch_threads
+        if threads:
+            torch.set_num_threads(threads)
+            log.info("torch: %d thread(s) in process %d", torch.get_num_threads(), os.getpid())
         torch.manual_seed(config.seed + rank)
         self.device = resolve_device(config.model.device)
         self.model, self.tokenizer = load_policy(config.model, self.device)

@@ -46,6 +46,10 @@ def full_dapo(*, overlong_buffer_len: int) -> AlgorithmConfig:
 def tiny_cpu() -> RunConfig:
     """Full DAPO on the demo model and arithmetic task, sized for two CPU cores (~2.5 s a step unloaded).
 
+    It asks for one CPU (``execution.cpus_per_worker`` 1, so torch runs on one thread): two runs train
+    side by side on the demo's two cores, and on busy shared cores one thread is the faster setting anyway
+    (bench/README.md, the rollout throughput table).
+
     The demo policy is a ~1.8M-parameter Llama, so the paper's lr of 1e-6 (tuned for 32B parameters)
     barely moves it: this preset uses 1e-4 (the measurements behind it: bench/README.md, "Choosing the
     demo's settings"). Groups of 8 and 16 kept prompts per step give 128 samples per step, and two

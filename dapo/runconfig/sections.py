@@ -321,13 +321,14 @@ class ExecutionConfig:
     """Ray: learner and rollout engine share an actor and its weights (verl's hybrid engine); off = separate
     actors with a weight broadcast after each update."""
     cpus_per_worker: float = 1.0
-    """Ray: CPUs reserved for each worker."""
+    """CPUs reserved for each worker (Ray: its bundle; local: the run's process, torch_threads unset)."""
     gpus_per_worker: float = 0.0
     """Ray: GPUs reserved for each worker (0 on CPU machines)."""
     max_step_retries: int = 2
     """Ray: retries of a step whose actor died before the run fails."""
     torch_threads: int = 0
-    """torch intra-op threads per process (0: leave torch's default)."""
+    """torch intra-op threads per process, and the CPUs a local run asks for (0: locally cpus_per_worker
+    rounded up, one by default, so two runs share two cores; on Ray what Ray gives each actor)."""
     gpu_memory_gb: float = 80.0
     """Memory of one GPU in GiB: a GPU run whose memory plan (python -m dapo.train --plan) needs more is
     refused at launch, naming the biggest term and the setting that lowers it."""

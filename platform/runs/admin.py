@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from runs.models import Checkpoint, Run, RunQuota
+from runs.models import Checkpoint, ClusterCapacity, Run, RunQuota
 
 
 class CheckpointInline(admin.TabularInline):
@@ -26,3 +26,12 @@ class RunQuotaAdmin(admin.ModelAdmin):
     list_display = ["user", "max_runs", "max_steps"]
     search_fields = ["user__username"]
     autocomplete_fields = ["user"]
+
+
+@admin.register(ClusterCapacity)
+class ClusterCapacityAdmin(admin.ModelAdmin):
+    """What the training workers last saw of the machine or Ray cluster (runs.models.capacity); a row
+    deleted here is recorded again at the next run's start."""
+
+    list_display = ["kind", "__str__", "seen_by", "seen_at"]
+    readonly_fields = ["kind", "nodes", "seen_at", "seen_by"]

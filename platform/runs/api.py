@@ -2,7 +2,9 @@
 
 GET  /api/runs/                      list (?status=&q=&filter=&sort=&columns=&archived=&page=;
                                      filter and sort: runs.run_filter)
-POST /api/runs/                      {"name", "preset" | "config", "overrides"?, "base_model"?, "dataset"?}
+POST /api/runs/                      {"name", "preset" | "config", "overrides"?, "base_model"?, "dataset"?}:
+                                     the run, with "resources" (what it asks for; runs.planning); 400
+                                     naming the settings when the cluster last seen can never hold it
 GET  /api/runs/<id>/                 one run with its config, tags, notes and markers
 PATCH /api/runs/<id>/                {"name"?, "tags"?, "notes"?, "archived"?, "shared_users"?,
                                      "shared_groups"?} (the owner; runs.manage)
@@ -49,6 +51,7 @@ from runs.external import refusal
 from runs.listing import ListError, listed_runs
 from runs.model_exports import request_export, steps_on_disk
 from runs.models import ModelExport, QuotaExceeded, Run
+from runs.planning import readable_model_config, resources_data
 from runs.run_filter import column_values
 from runs.series import list_row
 from runs.starts import resume_step
@@ -151,7 +154,9 @@ class RunListCreate(generics.ListAPIView):
             )
         except QuotaExceeded as e:
             return Response(e.body(), status=status.HTTP_409_CONFLICT)
-        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+        # what it asks for, and how that stands against the cluster last seen (runs.planning)
+        body = {**RunSerializer(run).data, "resources": resources_data(config, readable_model_config(config))}
+        return Response(body, status=status.HTTP_201_CREATED)
 
 
 def catalog_picks(body: dict[str, Any], user: Any) -> tuple[dict[str, Any], dict[str, str]]:

@@ -16,7 +16,7 @@ from core.params import int_or_none
 from dapo.runconfig import ConfigError, RunConfig, shown
 from dapo.runconfig.presets import PRESETS, get_preset
 from runs.names import name_problem
-from runs.planning import model_errors
+from runs.planning import capacity_errors, model_errors
 
 Errors = dict[str, str]
 
@@ -50,6 +50,7 @@ def build_config(
         return None, e.errors
     errors = check_paths(cfg) | nul_errors(cfg.flat())
     errors = errors or model_errors(cfg)  # runs.planning: a trainable family; a GPU run fits its memory
+    errors = errors or capacity_errors(cfg)  # runs.planning: the cluster last seen can hold what it asks for
     return (None, errors) if errors else (cfg, {})
 
 

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,8 +16,11 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from dapo.cluster import resources  # noqa: E402
 from dapo.cluster.backends import LocalBackend  # noqa: E402
 from dapo.cluster.ray_backend import RayBackend  # noqa: E402
+from dapo.cluster.ray_cluster import LOCAL_PLACEMENT_TIMEOUT_S  # noqa: E402
+from dapo.cluster.resources import Capacity, ClusterTooSmall  # noqa: E402
 from dapo.loop.report import StepReport  # noqa: E402
 from dapo.loop.trainer import Trainer  # noqa: E402
 from tests.dapo.ray_helpers import RecordingSink, local_twin, tiny_config  # noqa: E402
@@ -53,6 +57,8 @@ def test_one_ray_worker_draws_the_same_samples_and_losses_as_one_process(assets,
     local = LocalBackend(local_twin(config))
     on_ray = RayBackend(config)
     try:
+        placed = ray.util.placement_group_table(on_ray._groups["learner"])["bundles"]
+        assert list(placed.values()) == on_ray.request.ray_bundles("learner")  # resources' bundles, no other
         local_sink, _ = fit(local_twin(config), tmp_path / "local", local)
         ray_sink, _ = fit(config, tmp_path / "ray", on_ray)
         ray_sum = ray.get(on_ray.learners[0].weights_checksum.remote())
@@ -67,6 +73,20 @@ def test_one_ray_worker_draws_the_same_samples_and_losses_as_one_process(assets,
     assert ray_sum == pytest.approx(checksum(local.actor.model), rel=1e-6)
 
 
+def test_a_run_the_cluster_can_never_hold_fails_at_start_naming_what_is_missing(assets, monkeypatch) -> None:
+    seen: list[Capacity] = []
+    monkeypatch.setattr(resources, "_LISTENERS", [])  # this test's listener only, and only in this test
+    resources.on_capacity(seen.append)
+    started = time.monotonic()
+    with pytest.raises(ClusterTooSmall, match=r"needs 2 GPUs; the cluster has 0\. Lower execution"):
+        RayBackend(tiny_config(assets, num_learner_workers=2, gpus_per_worker=1))
+    assert time.monotonic() - started < LOCAL_PLACEMENT_TIMEOUT_S / 2  # never waited for the placement
+    assert seen[-1].kind == "ray" and (seen[-1].cpus, seen[-1].gpus) == (os.cpu_count(), 0)
+    assert ray.util.placement_group_table() == {} or all(
+        g["state"] == "REMOVED" for g in ray.util.placement_group_table().values()
+    )  # nothing was placed
+
+
 def test_two_learners_on_uneven_shards_update_like_one_process(assets, tmp_path) -> None:
     """Mini-batches of 3 rows over 2 learners (2 + 1 padded), split mode so that one rollout worker draws
     the one-process samples: DDP with the global counts gives the one-process update."""
@@ -75,6 +95,8 @@ def test_two_learners_on_uneven_shards_update_like_one_process(assets, tmp_path)
     local = LocalBackend(local_twin(config))
     on_ray = RayBackend(config)
     try:
+        placed = ray.util.placement_group_table(on_ray._groups["learner"])["bundles"]
+        assert list(placed.values()) == on_ray.request.ray_bundles("learner")  # resources' bundles, no other
         local_sink, _ = fit(local_twin(config), tmp_path / "local", local)
         ray_sink, _ = fit(config, tmp_path / "ray", on_ray)
         sums = ray.get([a.weights_checksum.remote() for a in on_ray.learners + on_ray.rollouts])
@@ -98,6 +120,8 @@ def test_two_learners_under_a_token_budget_update_like_one_process(assets, tmp_p
     local = LocalBackend(local_twin(config))
     on_ray = RayBackend(config)
     try:
+        placed = ray.util.placement_group_table(on_ray._groups["learner"])["bundles"]
+        assert list(placed.values()) == on_ray.request.ray_bundles("learner")  # resources' bundles, no other
         local_sink, _ = fit(local_twin(config), tmp_path / "local", local)
         ray_sink, _ = fit(config, tmp_path / "ray", on_ray)
         sums = ray.get([a.weights_checksum.remote() for a in on_ray.learners])

@@ -101,7 +101,8 @@ def worker_env(var: Path, **extra: str) -> dict[str, str]:
 
 
 def celery_argv(queue: str, name: str) -> list[str]:
-    """The worker as `make demo` and docker-compose start it: prefork, one pool process."""
+    """The worker as `make demo` and docker-compose start it (prefork), with one pool process: each fault
+    test kills or counts the one run a worker holds (two at once: tests/worker/test_concurrency.py)."""
     return [
         sys.executable,
         "-m",

@@ -97,7 +97,10 @@ def both_queues(env: dict[str, str]) -> str:
     return f"{named.training.name},{named.short.name}"
 
 
-def celery_worker(env: dict[str, str], log: Path) -> Any:
+def celery_worker(env: dict[str, str], log: Path, concurrency: int | None = None) -> Any:
+    """A worker of both queues: the solo pool (one task at a time, in the worker's own process), or with
+    ``concurrency`` the prefork pool with that many child processes, as `make demo` runs it."""
+    pool = ["-P", "solo"] if concurrency is None else ["-P", "prefork", "--concurrency", str(concurrency)]
     args = [
         sys.executable,
         "-m",
@@ -107,8 +110,7 @@ def celery_worker(env: dict[str, str], log: Path) -> Any:
         "worker",
         "-Q",
         both_queues(env),
-        "-P",
-        "solo",
+        *pool,
         "--without-gossip",
         "--without-mingle",
         "--without-heartbeat",

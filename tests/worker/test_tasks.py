@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 from runs import dispatch
-from runs.models import Checkpoint, MetricPoint, Run, Status
+from runs.models import Checkpoint, ClusterCapacity, MetricPoint, Run, Status
 from runs.run_state import run_state
 
 from dapo.runconfig import RunConfig
@@ -90,6 +90,8 @@ def test_a_queued_run_is_trained_to_the_end_by_the_worker(worker, make_run):
     assert steps_of(run) == [1, 2, 3, 4, 5]
     assert list(Checkpoint.objects.filter(run=run).values_list("step", flat=True)) == [2, 4]
     assert run.started_at and run.finished_at and run.lease_owner == ""
+    machine = ClusterCapacity.latest("local")  # recorded at the start, for the launch check
+    assert machine is not None and machine[0].cpus == len(os.sched_getaffinity(0))
 
 
 def test_a_duplicated_message_never_starts_a_second_controller(worker, make_run):

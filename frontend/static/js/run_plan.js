@@ -1,5 +1,6 @@
 // The memory plan beside the new-run form: the form's fields are posted to /runs/new/plan/ (400 ms after
-// the last edit) and the per-GPU estimate comes back as JSON. Text only, never HTML.
+// the last edit) and the per-GPU estimate comes back as JSON, with what the run asks for (CPUs, GPUs)
+// against the cluster last seen. Text only, never HTML.
 (() => {
   "use strict";
 
@@ -17,7 +18,14 @@
     return td;
   }
 
+  function renderResources(r) {
+    const line = $("plan-resources");
+    line.textContent = r ? `This run ${r.text}. ${r.note}` : "";
+    line.classList.toggle("error", Boolean(r && r.shortfall.length));
+  }
+
   function render(data) {
+    renderResources(data.resources);
     const plan = data.plan;
     $("plan-table").hidden = !plan;
     if (!plan) {

@@ -6,8 +6,10 @@ exports.py  a checkpoint exported into the model catalog
 saved.py    saved views of the runs list, saved comparisons
 quotas.py   per-user caps on queued and running runs and their steps, and the rule that applies them
 rates.py    actions counted against an hourly limit (runs.throttle)
+capacity.py the cluster as a training worker last saw it (the launch refuses what it can never hold)
 """
 
+from runs.models.capacity import ClusterCapacity
 from runs.models.exports import ExportStatus, ModelExport
 from runs.models.quotas import QuotaExceeded, RunQuota
 from runs.models.rates import RateHit
@@ -19,6 +21,7 @@ from runs.models.states import FINAL, Kind, LeaseLost, RunGone, Source, Status
 __all__ = [
     "FINAL",
     "Checkpoint",
+    "ClusterCapacity",
     "ExportStatus",
     "HardwareSample",
     "Kind",

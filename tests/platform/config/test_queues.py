@@ -19,11 +19,24 @@ pytestmark = pytest.mark.django_db
 def test_the_names_and_concurrencies_come_from_one_place():
     named = queues({})
     assert (named.training.name, named.short.name) == ("training", "short")
-    assert (named.training.concurrency, named.short.concurrency) == (1, 1)  # one training run at a time
+    assert (named.training.concurrency, named.short.concurrency) == (2, 1)  # two training runs at once
     assert queues({"DAPO_QUEUE": "t-1"}).short.name == "t-1-short"  # a second stack never takes ours
     assert queues({"DAPO_QUEUE": "t-1", "DAPO_SHORT_QUEUE": "q"}).short.name == "q"
     with pytest.raises(ValueError, match="must differ"):
         queues({"DAPO_QUEUE": "same", "DAPO_SHORT_QUEUE": "same"})
+
+
+def test_the_worker_slots_come_from_the_environment():
+    named = queues({"DAPO_TRAINING_CONCURRENCY": "4", "DAPO_SHORT_CONCURRENCY": " 3 "})
+    assert (named.training.concurrency, named.short.concurrency) == (4, 3)
+    assert queues({"DAPO_TRAINING_CONCURRENCY": "", "DAPO_SHORT_CONCURRENCY": "  "}).training.concurrency == 2
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "two", "1.5", "2x", "1e3"])
+@pytest.mark.parametrize("name", ["DAPO_TRAINING_CONCURRENCY", "DAPO_SHORT_CONCURRENCY"])
+def test_a_bad_slot_count_is_refused_naming_the_variable_and_the_fix(name, raw):
+    with pytest.raises(ValueError, match=rf"^{name}='{raw}' is not a number of worker slots: .*at least 1"):
+        queues({name: raw})
 
 
 def test_exports_and_evaluations_go_to_the_short_queue_training_runs_to_their_own(settings):

@@ -1,0 +1,48 @@
+"""The cluster runs are placed on, as a training worker last saw it: one row per kind, ``local`` (the
+worker's own machine: its CPUs, and its GPUs when torch sees CUDA) and ``ray`` (every live node of the Ray
+cluster, from ``ray.nodes()`` after the run connected). A worker records it each time it starts a run.
+
+The launch (form and API, ``runs.configuring``) refuses a run whose request
+(``dapo.cluster.resources.request_for``) the last recorded capacity can never hold. With no row yet, it
+launches, and the plan panel says that nothing was checked.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import models
+from django.utils import timezone
+
+from dapo.cluster.resources import Capacity
+
+
+class ClusterCapacity(models.Model):
+    kind = models.CharField(max_length=10, unique=True, help_text="local (a worker's machine) or ray.")
+    nodes = models.JSONField(default=list, help_text='[{"cpus": 8, "gpus": 2}, ...]: each node\'s totals.')
+    seen_at = models.DateTimeField(default=timezone.now)
+    seen_by = models.CharField(max_length=200, blank=True, help_text="The worker (host:pid) that saw it.")
+
+    class Meta:
+        verbose_name_plural = "cluster capacities"
+
+    def __str__(self) -> str:
+        return f"{self.capacity.describe()} (seen {self.seen_at:%Y-%m-%d %H:%M})"
+
+    @property
+    def capacity(self) -> Capacity:
+        return Capacity.from_dict({"kind": self.kind, "nodes": self.nodes})
+
+    @classmethod
+    def record(cls, capacity: Capacity, seen_by: str = "") -> None:
+        """Keep ``capacity`` as the newest of its kind."""
+        nodes = capacity.to_dict()["nodes"]
+        cls.objects.update_or_create(
+            kind=capacity.kind, defaults={"nodes": nodes, "seen_at": timezone.now(), "seen_by": seen_by}
+        )
+
+    @classmethod
+    def latest(cls, kind: str) -> tuple[Capacity, datetime] | None:
+        """The last capacity of ``kind`` a worker recorded and when, or None when none has yet."""
+        row = cls.objects.filter(kind=kind).first()
+        return (row.capacity, row.seen_at) if row is not None else None
