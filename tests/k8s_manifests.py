@@ -4,9 +4,9 @@ kind, and the cross-references between documents that no schema can see.
 No cluster and no network: the official OpenAPI schemas cannot be downloaded here, so these are written
 from the Kubernetes API reference (core/v1, apps/v1) and KubeRay's RayCluster CRD (ray.io/v1), for the
 fields our manifests use, with their real types and required fields. Every object level says
-``additionalProperties: false``, so a typo'd or misplaced field fails here instead of being silently
-dropped by ``kubectl apply`` (which prunes unknown fields of a custom resource). A field we start to use
-must be added to its schema first, from the reference.
+``additionalProperties: false``, so a typo'd or misplaced field fails here, before a cluster drops it (the API
+server prunes a custom resource's unknown fields silently, a built-in kind's with at most a warning).
+A field we start to use must be added to its schema first, from the reference.
 
 ``problems(root)`` returns one line per problem, each naming the file, the document (its index in the file,
 kind and name) and the path inside it; an empty list means the manifests pass.

@@ -149,7 +149,7 @@ def test_the_secret_template_holds_the_keys_compose_asks_for_and_no_value() -> N
     for pod in k8s_manifests.pods(documents()):
         for _, container in k8s_manifests.containers(pod):
             for var in container.get("env", []):
-                assert "value" in var or not var["valueFrom"]["secretKeyRef"].get("optional")
+                assert not (var.get("valueFrom") or {}).get("secretKeyRef", {}).get("optional"), var
 
 
 def test_every_image_of_ours_is_one_the_dockerfile_builds() -> None:
