@@ -64,6 +64,8 @@ def _step_of(checkpoint: Path) -> int:
 
 
 def _save(out: Path, step: int, sinks: list[Sink]) -> None:
+    if not all(s.may_save_checkpoint() for s in sinks):  # as the trainer: a controller that lost the run
+        return
     path = out / "checkpoints" / f"step_{step:06d}"
     path.mkdir(parents=True, exist_ok=True)
     (path / "trainer.json").write_text(json.dumps({"step": step}))

@@ -3,6 +3,7 @@ with a fast stand-in trainer: lifecycle, duplicate delivery, cancel, resume, tak
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -146,6 +147,10 @@ def test_a_running_run_deleted_stops_and_leaves_no_file(worker, make_run):
     assert not MetricPoint.objects.filter(run_id=run.pk).exists()
     folder, log = worker / "runs" / str(run.pk), worker / "run-logs" / f"{run.pk}.log"
     stack.wait_for(lambda: "'deleted'" in (worker / "celery.log").read_text(), 30, "the task to end")
+    # On a busy machine the 4 s lease can run out mid-step and a second controller take the run over;
+    # each controller removes what it wrote when its task ends, so wait for the last of them.
+    with contextlib.suppress(AssertionError):  # the assert below lists what is left
+        stack.wait_for(lambda: not folder.exists() and not log.exists(), 30, "the run's files to go")
     assert not folder.exists() and not log.exists(), list(folder.rglob("*")) if folder.exists() else log
     assert not MetricPoint.objects.filter(run_id=run.pk).exists()
     assert log_path(run.pk).name == log.name
