@@ -41,8 +41,8 @@ It is longer than 400 lines because both sides' settings, and the checks that th
 read side by side to see that the two trainers do the same work.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: verl loads this file as its reward module without registering
+# it in sys.modules, and a dataclass with postponed annotations then fails to build (Bench below).
 import argparse
 import json
 import os
@@ -159,6 +159,8 @@ def build_model(b: Bench, exclude: set[str]) -> Path:
     shape = REAL_SHAPE if b.gpu else dict(TINY_SHAPE, vocab_size=103)
     random_dir, params = random_model(b.out, shape, "model-random")
     device = "cuda" if b.gpu else "cpu"
+    if not b.gpu:
+        torch.set_num_threads(1)  # two threads on shared, busy cores thrash (bench/README.md, Ray overhead)
     model = AutoModelForCausalLM.from_pretrained(random_dir, dtype=torch.float32).to(device)
     tok = AutoTokenizer.from_pretrained(random_dir)
 
@@ -327,12 +329,13 @@ def new_lines(path: Path, seen: int, started: float) -> list[dict]:
 
 def verl_step(m: dict, at: float, b: Bench) -> dict:
     """One step's figures from verl's metrics: generated samples are the trained batch plus the groups
-    dynamic sampling evicted or left over (their lengths taken as the trained batch's mean)."""
+    dynamic sampling evicted or left over, n samples each (verl 0.9.1's ``filter_groups/*_samples``
+    metrics count prompt groups: its replay buffer's uids), at the trained batch's mean length."""
     trained = b.prompts * b.n
-    generated = trained + sum(
+    groups = sum(
         m.get(f"training/filter_groups/{k}", 0.0) for k in ("evicted_samples", "discarded_surplus_samples")
     )
-    return step_row(m, at, trained, generated * m["response_length/mean"])
+    return step_row(m, at, trained, (trained + groups * b.n) * m["response_length/mean"])
 
 
 def stopped_why(code: int | None, log: Path) -> str:
@@ -478,6 +481,8 @@ def summary(side: dict) -> dict | None:
 
 
 def table(figures: dict[str, dict | None]) -> str:
+    """The README's table: a row per figure, a column per side, ours against verl as a speed-up (for a
+    time, verl's over ours); "failed" where a side has no steps."""
     rows = (
         ("generation tokens/s", "gen_tok_s", "{:.0f}", False),
         ("update tokens/s", "update_tok_s", "{:.0f}", False),
@@ -486,7 +491,7 @@ def table(figures: dict[str, dict | None]) -> str:
         ("trained samples/s from process start", "trained_per_s", "{:.1f}", False),
     )
     verl, ours = figures["verl"], figures["ours"]
-    lines = ["| | verl 0.9.1 | ours | ours / verl |", "|---|---|---|---|"]
+    lines = ["| | verl 0.9.1 | ours | ours vs verl (speed-up) |", "|---|---|---|---|"]
     for name, key, fmt, lower_better in rows:
         v, o = (verl or {}).get(key), (ours or {}).get(key)
         cells = [fmt.format(x) if x is not None else "failed" for x in (v, o)]
@@ -505,10 +510,19 @@ from omegaconf import OmegaConf
 overrides = json.loads(sys.stdin.read())
 with initialize_config_dir(config_dir=sys.argv[1], version_base=None):
     cfg = compose(config_name="ppo_trainer", overrides=overrides)
+from verl.trainer.ppo.utils import need_critic, need_reference_policy
+from verl.utils.config import validate_config
+
+validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 keys = [o.split("=", 1)[0].lstrip("+") for o in overrides] + sys.argv[2:]
 values = {k: OmegaConf.select(cfg, k, throw_on_missing=True) for k in keys}
-print(json.dumps({k: OmegaConf.to_container(v) if OmegaConf.is_config(v) else v for k, v in values.items()}))
+values = {k: OmegaConf.to_container(v) if OmegaConf.is_config(v) else v for k, v in values.items()}
+print(json.dumps({**values, "critic": need_critic(cfg), "reference policy": need_reference_policy(cfg)}))
 """
+# verl's config and its validation import these beyond hydra; installed without their dependencies, which
+# the venv takes from ours (torch, transformers, ray, numpy) through a .pth file.
+CONFIG_PACKAGES = ("hydra-core", "omegaconf", "antlr4-python3-runtime", "pyyaml")
+VALIDATE_PACKAGES = ("tensordict", "pyvers", "codetiming", "cloudpickle", "orjson", "pillow")
 
 
 def pins() -> dict[str, str]:
@@ -522,46 +536,59 @@ def pins() -> dict[str, str]:
     return out
 
 
-def config_python() -> Path:
-    """A small venv with the pinned hydra-core and omegaconf only (var/verl-config-venv), and verl's config
-    folder from its pinned wheel (var/verl-src): what composing verl's config needs, without vLLM."""
+def config_python() -> tuple[Path, Path]:
+    """(python, verl's source) for composing and validating verl's config without vLLM: a small venv
+    (var/verl-config-venv) with the pinned hydra-core and omegaconf, the few packages verl's config code
+    imports besides (pinned, without dependencies) and this interpreter's packages behind them; and verl's
+    pinned wheel unpacked (var/verl-src)."""
+    import sysconfig
+    import zipfile
+
     venv, src = ROOT / "var" / "verl-config-venv", ROOT / "var" / "verl-src"
     python, versions = venv / "bin" / "python", pins()
-    if not python.is_file():
+    if not (venv / "ready").is_file():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        wanted = [
-            f"{n}=={versions[n]}" for n in ("hydra-core", "omegaconf", "antlr4-python3-runtime", "pyyaml")
-        ]
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *wanted], check=True)
-    if not (src / "verl" / "trainer" / "config" / "ppo_trainer.yaml").is_file():
-        import zipfile
-
+        pip = [str(python), "-m", "pip", "install", "-q"]
+        subprocess.run([*pip, *(f"{n}=={versions[n]}" for n in CONFIG_PACKAGES)], check=True)
+        subprocess.run([*pip, "--no-deps", *(f"{n}=={versions[n]}" for n in VALIDATE_PACKAGES)], check=True)
+        purelib = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        (Path(purelib) / "zz_dapo.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+        (venv / "ready").write_text("")
+    if not (src / "verl" / "utils" / "config.py").is_file():
         wheels = ROOT / "var" / "verl-wheel"
         pip = [str(python), "-m", "pip", "download", "-q", "--no-deps", "-d", str(wheels)]
         subprocess.run([*pip, f"verl=={versions['verl']}"], check=True)
         with zipfile.ZipFile(next(wheels.glob(f"verl-{versions['verl']}-*.whl"))) as wheel:
-            wheel.extractall(src, [n for n in wheel.namelist() if n.startswith("verl/trainer/config/")])
-    return python
+            wheel.extractall(src, [n for n in wheel.namelist() if n.startswith("verl/")])
+    return python, src
 
 
-def check_verl_config(settings: dict[str, Any], python: Path, config_dir: Path) -> list[str]:
-    """Compose verl's ppo_trainer with our overrides, as ``main_ppo``'s hydra does (an unknown key, or a
-    ``+`` on a key that exists, is an error), and read every value back; returns the mismatches."""
+def check_verl_config(settings: dict[str, Any], python: Path, src: Path) -> list[str]:
+    """Compose verl's ppo_trainer with our overrides as ``main_ppo``'s hydra does (an unknown key, or a
+    ``+`` on a key that exists, is an error), run verl's own ``validate_config`` on it as ``main_ppo`` does
+    before it starts Ray, and read every value back; returns what is wrong."""
     derived = {
         "actor_rollout_ref.rollout.prompt_length": settings["data.max_prompt_length"],
         "actor_rollout_ref.rollout.response_length": settings["data.max_response_length"],
     }
     done = subprocess.run(
-        [str(python), "-c", COMPOSE, str(config_dir), *derived],
+        [str(python), "-c", COMPOSE, str(src / "verl" / "trainer" / "config"), *derived],
         input=json.dumps(verl_overrides(settings)),
         capture_output=True,
         text=True,
+        env={**os.environ, "PYTHONPATH": str(src)},
     )
     if done.returncode != 0:
-        said = [line for line in done.stderr.splitlines() if line.strip()][-3:]  # hydra's reason and hint
+        said = [line for line in done.stderr.splitlines() if line.strip()][-3:]  # the error and hydra's hint
         return [" ".join(said) or f"exit status {done.returncode}"]
-    composed = json.loads(done.stdout)
+    composed = json.loads(done.stdout.strip().splitlines()[-1])
     expected = {k.lstrip("+"): v for k, v in settings.items()} | derived
+    expected |= {"critic": False, "reference policy": False}  # GRPO advantages, no KL: neither model is built
     return [
         f"{k}: set {v!r}, composed {composed.get(k)!r}" for k, v in expected.items() if composed.get(k) != v
     ]
@@ -636,13 +663,12 @@ def dry_checks(b: Bench, model: Path, verl_file: Path, ours_file: Path) -> list[
     )
     settings = verl_settings(b, model, verl_file)
     try:
-        python = config_python()
-        config_dir = ROOT / "var" / "verl-src" / "verl" / "trainer" / "config"
-        found = check_verl_config(settings, python, config_dir)
+        found = check_verl_config(settings, *config_python())
     except (subprocess.CalledProcessError, OSError, StopIteration) as exc:
         found = [f"could not set up the config check (network? see var/verl-config-venv): {exc}"]
     check(
-        f"verl config: {len(settings)} overrides compose in verl {pins()['verl']}'s ppo_trainer",
+        f"verl config: {len(settings)} overrides compose in verl {pins()['verl']}'s ppo_trainer and pass "
+        "its validate_config",
         found,
         failed,
     )

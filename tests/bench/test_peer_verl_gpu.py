@@ -91,6 +91,18 @@ def test_verls_reward_file_scores_every_case_as_our_trainer(peer: ModuleType, tm
     }
 
 
+def test_verl_can_load_the_reward_file_as_it_loads_one(peer: ModuleType) -> None:
+    """As verl 0.9.1's load_module does: from the file's path, under a made-up name, not in sys.modules."""
+    import importlib.util
+
+    path = ROOT / "bench" / "peer_verl_gpu.py"
+    spec = importlib.util.spec_from_file_location(f"custom_module_{hash(str(path))}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.compute_score("math_dapo", "Answer: 3", "3")["score"] == 1.0
+
+
 def test_the_overrides_use_keys_of_verl_0_9_1_and_add_only_what_it_lacks(peer: ModuleType) -> None:
     settings = peer.verl_settings(peer.Bench(gpu=True, out=Path("/o")), Path("/m"), Path("/d"))
     declared = [k for k in settings if not k.startswith("+")]
@@ -173,7 +185,8 @@ def test_figures_count_generated_samples_and_time_from_process_start(peer: Modul
         "training/filter_groups/evicted_samples": 4.0,
     }
     first, second = peer.verl_step(metrics, 30.0, bench), peer.verl_step(metrics, 32.0, bench)
-    assert first["gen_tok_s"] == (8 + 4) * 10.0 and first["update_tok_s"] == 200.0
+    # the 4 evicted are prompt groups of n = 4 samples (verl's uids), beside the 2 x 4 trained
+    assert first["gen_tok_s"] == (8 + 4 * 4) * 10.0 and first["update_tok_s"] == 200.0
     figures = peer.summary({"steps": [first, second]})
     assert figures["first_step_s"] == 30.0 and figures["trained_per_s"] == 16 / 32.0
     slower = dict(figures, step_p50_s=4.0, trained_per_s=0.25)
