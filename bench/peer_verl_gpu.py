@@ -289,7 +289,8 @@ def run_verl(b: Bench, python: str, model: Path, data: Path, limit_s: float) -> 
     env["PYTHONPATH"] = str(ROOT)  # the reward file imports our math_dapo verdict (pure Python)
     cmd = [python, "-m", "verl.trainer.main_ppo", *verl_overrides(verl_settings(b, model, data))]
     if not Path(python).is_file():
-        return {"steps": [], "error": f"no verl Python at {python}: install it (this file's docstring)"}
+        why = "install verl's venv (bench/README.md, 'Against verl on one GPU') or pass --verl-python"
+        return {"steps": [], "error": f"no verl Python at {python}: {why}"}
     log = open(b.out / "verl" / "console.log", "w")  # noqa: SIM115  (the child writes it until it ends)
     started = time.time()
     proc = subprocess.Popen(

@@ -1,6 +1,7 @@
 """The parts of bench/peer_verl_gpu.py that take seconds, so the GPU side-by-side cannot rot between the rare
 sessions that are lent a GPU: the two data files agree, verl's reward file scores as our trainer does, the
-overrides use only keys of verl 0.9.1's config and set the numbers our config sets, and the figures and
+overrides use only keys of verl 0.9.1's config and set the numbers our config sets, verl's side runs
+``main_ppo`` with them and reads its file logger (a stand-in for verl's Python), and the figures and
 table are computed as the README says.
 
 The overrides are checked here against VERL_0_9_1_KEYS, a copy of the keys the dry run
@@ -194,3 +195,46 @@ def test_figures_count_generated_samples_and_time_from_process_start(peer: Modul
     assert "| step time p50 (s) | 4.00 | 2.00 | 2.00x |" in table
     assert "| trained samples/s from process start | 0.2 | 0.5 | 2.00x |" in table
     assert "failed" in peer.table({"verl": None, "ours": figures})
+
+
+FAKE_VERL = """#!{python}
+# Stands in for verl's python: writes two steps to its file logger the way verl's FileLogger does, or fails.
+import json, os, sys
+open(os.path.join(os.environ["VERL_FILE_LOGGER_PATH"] + ".argv"), "w").write(json.dumps(sys.argv[1:]))
+if "{fail}":
+    sys.exit("ValueError: {fail}")
+metrics = {{"timing_s/step": 2.0, "timing_s/gen": 1.0, "timing_s/update_actor": 0.5,
+            "perf/total_num_tokens": 100.0, "response_length/mean": 10.0}}
+with open(os.environ["VERL_FILE_LOGGER_PATH"], "w") as log:
+    for step in (1, 2):
+        log.write(json.dumps({{"step": step, "data": metrics}}) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("fail", ["", "boom"])
+def test_verls_side_runs_main_ppo_and_reads_its_file_logger(
+    peer: ModuleType, tmp_path: Path, fail: str
+) -> None:
+    import json
+    import sys
+
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_VERL.format(python=sys.executable, fail=fail))
+    fake.chmod(0o755)
+    bench = peer.Bench(gpu=True, out=tmp_path, steps=2)
+    side = peer.run_verl(bench, str(fake), tmp_path / "model", tmp_path / "verl.parquet", limit_s=60)
+    argv = json.loads((tmp_path / "verl" / "metrics.jsonl.argv").read_text())
+    assert argv[:2] == ["-m", "verl.trainer.main_ppo"] and "algorithm.filter_groups.enable=true" in argv
+    assert "reward.reward_manager.name='dapo'" in argv
+    if fail:
+        assert side["steps"] == [] and "exit status 1: ValueError: boom" in side["error"]
+    else:
+        assert side["error"] is None and [s["trained"] for s in side["steps"]] == [256, 256]
+        assert 0 < side["steps"][0]["at"] <= side["steps"][1]["at"] < 60
+
+
+def test_a_missing_verl_python_fails_its_side_in_one_line(peer: ModuleType, tmp_path: Path) -> None:
+    bench = peer.Bench(gpu=True, out=tmp_path)
+    side = peer.run_verl(bench, str(tmp_path / "nowhere"), tmp_path / "m", tmp_path / "d", limit_s=5)
+    assert side["steps"] == [] and side["error"].startswith(f"no verl Python at {tmp_path / 'nowhere'}: ")
+    assert "--verl-python" in side["error"]
