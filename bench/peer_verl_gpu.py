@@ -98,7 +98,7 @@ class Bench:
 
 
 def dry_run(out: Path) -> Bench:
-    """The CPU dry run's sizes: a 336K-parameter model, 4 prompts x 4, 2 steps."""
+    """The CPU dry run's sizes: an 81K-parameter model, 4 prompts x 4, 2 steps."""
     return Bench(
         gpu=False,
         out=out,
@@ -681,7 +681,9 @@ def main() -> int:
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--gpu", action="store_true", help="the side-by-side on one CUDA GPU")
     mode.add_argument("--cpu", action="store_true", help="the dry run: builds and checks, ours on CPU")
-    p.add_argument("--out", type=Path, help="model, data, logs (default var/bench/peer-verl-gpu|cpu)")
+    p.add_argument(
+        "--out", type=Path, help="model (reused when there), data, logs (default var/bench/peer-verl-MODE)"
+    )
     p.add_argument("--steps", type=int, help="steps per side (default 8; 2 in the dry run)")
     p.add_argument("--budget-s", type=float, help="wall budget for everything (default 470; 4x on CPU)")
     p.add_argument("--verl-python", default=str(ROOT / "var" / "verl-venv" / "bin" / "python"))
@@ -697,6 +699,8 @@ def main() -> int:
             b, model, ours_file, {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.ours_set)}
         )
         return 0
+    if b.gpu and not __import__("torch").cuda.is_available():
+        sys.exit("FAIL: no CUDA device; run on a machine with one GPU, or use --cpu for the dry run")
     started, budget = time.time(), args.budget_s or (470.0 if b.gpu else 4 * 470.0)
     verl_file, ours_file = build_data(b)
     from dapo.data.problems import load_problems
