@@ -114,7 +114,17 @@ def test_the_training_worker_takes_its_concurrency_from_the_environment() -> Non
     container = main_container("Deployment", "worker")
     _, celery = command_lines(container)
     assert celery[celery.index("--concurrency") + 1] == "${DAPO_TRAINING_CONCURRENCY:-2}"
-    assert {"name": "DAPO_TRAINING_CONCURRENCY", "value": "2"} in container["env"]
+    assert {"configMapRef": {"name": "dapo-django"}} in container["envFrom"]
+
+
+def test_the_web_scheduler_fills_exactly_the_training_workers_slots() -> None:
+    """The web's scheduler sends at most DAPO_SCHEDULER_SLOTS runs at once: every slot of every worker
+    pod, no more (a run sent past them would wait unseen in Celery's queue)."""
+    settings = one("ConfigMap", "dapo-django")["data"]
+    replicas = one("Deployment", "worker")["spec"]["replicas"]
+    assert int(settings["DAPO_SCHEDULER_SLOTS"]) == replicas * int(settings["DAPO_TRAINING_CONCURRENCY"])
+    for name in ("web", "worker"):
+        assert {"configMapRef": {"name": "dapo-django"}} in main_container("Deployment", name)["envFrom"]
 
 
 def test_the_ray_cluster_is_a_cpu_head_on_6380_with_token_auth_and_a_gpu_worker_group() -> None:
