@@ -1,8 +1,10 @@
 """What the shared Ray cluster holds, recorded every reaper pass for the platform's cluster page and queue.
 
 A worker configured for an existing cluster (``RAY_ADDRESS``; never for a local Ray, which exists only while
-a run holds it) records ``ClusterCapacity.record(capacity, state=snapshot)``: every node with its total and
-free CPUs and GPUs, and every placement group with the run that holds it (dapo.cluster.state).
+a run holds it) records the live nodes' totals (``ClusterCapacity.record``: the scheduler admits runs by
+them, so a dead node's GPUs stop counting at the next pass) and the snapshot (``record_state``): every node
+with its total and free CPUs and GPUs, and every placement group with the run that holds it
+(dapo.cluster.state), for the cluster page.
 
 Why a child process (``python -m dapo.cluster.state``) rather than ``ray.init`` here: this is the Celery
 worker's main process, which forks the pool's processes (a process that joined Ray must not fork) and
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from runs.models import ClusterCapacity
 
 from dapo.cluster.resources import Capacity
@@ -108,7 +111,9 @@ def record_cluster_state(watcher: ClusterWatcher = WATCHER) -> dict[str, Any] | 
     capacity = Capacity.from_ray_nodes({"Alive": n["alive"], "Resources": n["total"]} for n in state["nodes"])
     try:
         seen_by = f"{socket.gethostname()}:{os.getpid()}"
-        ClusterCapacity.record(capacity, seen_by=seen_by, state=state)  # type: ignore[call-arg]
+        with transaction.atomic():  # the totals and the picture of one look, together
+            ClusterCapacity.record(capacity, seen_by=seen_by)
+            ClusterCapacity.record_state(capacity.kind, state, seen_by=seen_by)
     except DB_ERRORS as e:
         log.warning("recording the Ray cluster's state failed (%s); the next pass tries again", e)
     finally:

@@ -4,6 +4,10 @@ Order per step: (1) the rows (metric points, samples, progress) in one transacti
 and retried while the database is briefly unavailable; (2) the lease renewed; (3) a live event published.
 The database is written first so a browser that reconnects after missing an event catches up from it.
 
+A pre-empted run (staff: runs.scheduling_api) and a run whose Ray node died do not finish: ``on_finish``
+puts them back in the platform's queue (``Run.back_to_queue``) and they resume from their checkpoint when
+the scheduler sends them again; a run that lost nodes more than ``DAPO_NODE_LOSS_REQUEUES`` times fails.
+
 A checkpoint is recorded only once the report of its step is in the database. The trainer saves a step's
 checkpoint before it reports the step, and a run resumes from its recorded checkpoint: recorded any
 earlier, a worker dying between the two would leave that step out of the curves for good.
@@ -22,6 +26,7 @@ from django.db import InterfaceError, OperationalError, connection
 from runs.events import Publisher, hardware_event, status_event, step_event
 from runs.models import HardwareSample, LeaseLost, Run
 
+from dapo.cluster import backends
 from dapo.loop.report import HardwareSample as HardwareRecord
 from dapo.loop.report import RunInfo, Sink, Status, StepReport
 from worker.run_log import duration, say, step_line, validation_line
@@ -183,6 +188,20 @@ class PlatformSink(Sink):
         self.lease_lost = True
 
     def on_finish(self, status: Status, error: str | None = None) -> None:
+        if status == "cancelled" and self._preempted():
+            return self._back_to_queue(node_lost=False)
+        if status == "failed" and node_lost(error):
+            losses = self.run.node_losses
+            if losses < settings.DAPO_NODE_LOSS_REQUEUES:
+                return self._back_to_queue(
+                    node_lost=True, detail=(error or "").strip().splitlines()[-1][:300]
+                )
+            error = (
+                f"{error}\nThe run lost a Ray node {losses + 1} times; it went back to the queue "
+                f"{losses} times, "
+                f"the most DAPO_NODE_LOSS_REQUEUES={settings.DAPO_NODE_LOSS_REQUEUES} allows. Resume it "
+                "once the cluster is healthy: it continues from its last checkpoint."
+            )
         if with_db_retry(lambda: self.run.finish(status, error, worker_id=self.worker_id), "finishing"):
             run = self.run
             at = f"at step {run.step}/{run.total_steps}" if run.total_steps else f"at step {run.step}"
@@ -197,9 +216,38 @@ class PlatformSink(Sink):
                 "run %s: lease lost before finishing; leaving the status to its new owner", self.run.pk
             )
 
+    def _preempted(self) -> bool:
+        """Staff asked this run to give its room back (and nobody asked to cancel it)."""
+        row = with_db_retry(
+            lambda: (
+                Run.objects.filter(pk=self.run.pk).values("preempt_requested", "cancel_requested").first()
+            ),
+            "reading the pre-emption",
+        )
+        return row is not None and row["preempt_requested"] and not row["cancel_requested"]
+
+    def _back_to_queue(self, *, node_lost: bool, detail: str = "") -> None:
+        """End this attempt without finishing: the run waits in the queue again (Run.back_to_queue), and
+        the scheduler runs a pass at once, so the room it freed goes to the runs that waited."""
+        run = self.run
+        by = Run.objects.filter(pk=run.pk).values_list("preempted_by", flat=True).first() or "staff"
+        if not with_db_retry(lambda: run.back_to_queue(self.worker_id, node_lost=node_lost), "requeueing"):
+            log.warning("run %s: lease lost before going back to the queue", run.pk)
+            return
+        if node_lost:
+            limit = settings.DAPO_NODE_LOSS_REQUEUES
+            say(
+                f"a Ray node was lost at step {run.step} ({detail}); back in the queue "
+                f"({run.node_losses} of {limit})"
+            )
+        else:
+            say(f"pre-empted by {by} at step {run.step}; back in the queue")
+        PUBLISHER.publish(run.pk, status_event(run))
+
     def should_stop(self) -> bool:
-        """True once the user asked to cancel, or another worker took the lease over. Polled by the
-        trainer at each step boundary; reads one row at most every STOP_POLL_INTERVAL_S."""
+        """True once the user asked to cancel, staff asked to pre-empt, or another worker took the lease
+        over. Polled by the trainer at each step boundary; reads one row at most every
+        STOP_POLL_INTERVAL_S."""
         if self._stop or self.lease_lost:
             return True
         now = time.monotonic()
@@ -207,10 +255,21 @@ class PlatformSink(Sink):
             self._polled_at = now
             try:
                 row = (
-                    Run.objects.filter(pk=self.run.pk).values_list("cancel_requested", "lease_owner").first()
+                    Run.objects.filter(pk=self.run.pk)
+                    .values_list("cancel_requested", "preempt_requested", "lease_owner")
+                    .first()
                 )
             except DB_ERRORS:  # the database is away for a moment: keep training, ask again later
                 drop_connection()
                 return False
-            self._stop = row is None or row[0] or row[1] != self.worker_id
+            self._stop = row is None or row[0] or row[1] or row[2] != self.worker_id
         return self._stop
+
+
+def node_lost(error: str | None) -> bool:
+    """Whether a run failed because a Ray node died under it (``dapo.cluster.backends.is_node_loss``); the
+    error's class name, ``NodeLost``, where this engine has no such check."""
+    check = getattr(backends, "is_node_loss", None)
+    if check is not None:
+        return bool(check(error or ""))
+    return (error or "").lstrip().startswith("NodeLost")

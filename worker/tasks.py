@@ -5,7 +5,8 @@ message never starts a second controller), builds the RunConfig from the row, an
 (``settings.DAPO_RUNNER``, default ``dapo.loop.runner:run``) with a :class:`~worker.sink.PlatformSink`. A
 heartbeat thread keeps the lease while a long step runs. When a worker dies its lease expires; the reaper
 of any live worker (a thread, every ``DAPO_REAPER_INTERVAL_S``) then queues the run again, and it resumes
-from its last recorded checkpoint.
+from its last recorded checkpoint. The reaper also runs a pass of the platform's scheduler
+(runs.scheduling), which decides when each queued training run is sent here.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from runs.events import status_event
 from runs.manage import remove_files
 from runs.models import ClusterCapacity, Kind, Run, Status
 from runs.run_log import log_path
+from runs.scheduling import schedule
 
 from dapo.cluster import resources
 from dapo.learner import checkpoint as ckpt
@@ -239,13 +241,15 @@ def launch_run(self: Task, run_id: int) -> str:
             log.exception("run %s failed", run_id)
             sink.on_finish("failed", f"{type(e).__name__}: {e}")
             result = None
+        # inside the capture: the last line (finished, or back in the queue) goes to the run's log
+        holder = Run.objects.filter(pk=run.pk).values_list("status", "lease_owner").first()
+        if result is not None and holder == (Status.RUNNING, worker_id):  # the trainer did not call on_finish
+            sink.on_finish(result.status, result.error)
     if _deleted(run):
         return "deleted"
-    if result is None:
-        return "failed"
     run.refresh_from_db()
-    if run.status == Status.RUNNING and run.lease_owner == worker_id:  # the trainer did not call on_finish
-        sink.on_finish(result.status, result.error)
+    if result is None and run.status != Status.QUEUED:  # queued: back in the queue (a lost Ray node)
+        return "failed"
     return run.status
 
 
@@ -296,7 +300,22 @@ class Reaper:
     def _loop(self) -> None:
         while not self._done.wait(self.interval_s):
             reap()
-            record_cluster_state()  # RAY_ADDRESS's cluster, for the cluster page (worker.cluster_state)
+            record_cluster_state()  # RAY_ADDRESS's cluster: the scheduler's capacity, the cluster page
+            schedule_pass()
+
+
+def schedule_pass() -> list[int]:
+    """A pass of the platform's scheduler (runs.scheduling) from the reaper: it catches up with any pass
+    that failed, and with capacity recorded since. A database error is logged; the next pass tries again."""
+    try:
+        return schedule()
+    except DB_ERRORS as e:
+        log.warning("scheduler: database unavailable (%s); trying again in the next pass", e)
+    except Exception:
+        log.exception("scheduler: pass failed")
+    finally:
+        drop_connection()
+    return []
 
 
 def reap() -> list[int]:
@@ -356,6 +375,7 @@ def recover_orphans(**_: Any) -> None:
     the notifier."""
     global REAPER, NOTIFIER
     reap()
+    schedule_pass()
     if REAPER is None:
         REAPER = Reaper(settings.DAPO_REAPER_INTERVAL_S).start()
     if NOTIFIER is None:

@@ -111,8 +111,22 @@ DAPO_QUOTA_RUNS = env_int("DAPO_QUOTA_RUNS", 40)
 DAPO_QUOTA_STEPS = env_int("DAPO_QUOTA_STEPS", 100_000)
 """Each user's queued and running runs' ``optim.total_steps`` summed (0: no cap), unless the admin's Run
 quotas say otherwise: one run of 10,000,000 steps would hold a worker for weeks."""
-if DAPO_QUOTA_RUNS < 0 or DAPO_QUOTA_STEPS < 0:
-    raise ImproperlyConfigured("DAPO_QUOTA_RUNS and DAPO_QUOTA_STEPS must be 0 (no cap) or more")
+DAPO_QUOTA_RUNNING = env_int("DAPO_QUOTA_RUNNING", 0)
+"""Each user's training runs dispatched or running at once (0: no cap); more wait in the platform's queue
+(runs.scheduling), unless the admin's Run quotas say otherwise."""
+DAPO_QUOTA_GPUS = env_int("DAPO_QUOTA_GPUS", 0)
+"""GPUs each user's dispatched and running runs may hold at once (0: no cap); more wait in the queue."""
+DAPO_QUOTA_QUEUED = env_int("DAPO_QUOTA_QUEUED", 0)
+"""Each user's runs waiting in the platform's queue (0: no cap); a launch past it is refused (409)."""
+for _name in (
+    "DAPO_QUOTA_RUNS",
+    "DAPO_QUOTA_STEPS",
+    "DAPO_QUOTA_RUNNING",
+    "DAPO_QUOTA_GPUS",
+    "DAPO_QUOTA_QUEUED",
+):
+    if globals()[_name] < 0:
+        raise ImproperlyConfigured(f"{_name} must be 0 (no cap) or more, got {globals()[_name]}")
 
 # ---- notifications (notifications) -----------------------------------------------------------------
 
@@ -313,6 +327,15 @@ DAPO_QUEUE = queues(os.environ).training.name
 DAPO_SHORT_QUEUE = env_str("DAPO_SHORT_QUEUE", "")
 """The queue of exports and evaluations when set; else derived from DAPO_QUEUE (config.queues)."""
 queues(os.environ)  # a short queue named like the training queue fails at start, not at the first export
+DAPO_SCHEDULER_SLOTS = env_positive("DAPO_SCHEDULER_SLOTS", queues(os.environ).training.concurrency)
+"""Training runs the platform's scheduler dispatches to Celery at once (runs.scheduling): the training
+queue's worker slots (DAPO_TRAINING_CONCURRENCY) unless set; a run past it waits in the platform's queue,
+where its page says why, instead of invisibly in Celery's."""
+DAPO_NODE_LOSS_REQUEUES = env_int("DAPO_NODE_LOSS_REQUEUES", 3)
+"""Times a run that lost a Ray node goes back to the queue (it resumes from its last checkpoint) before
+the next loss fails it."""
+if DAPO_NODE_LOSS_REQUEUES < 0:
+    raise ImproperlyConfigured(f"DAPO_NODE_LOSS_REQUEUES must be 0 or more, got {DAPO_NODE_LOSS_REQUEUES}")
 
 CHANNEL_LAYERS = {
     "default": {

@@ -7,6 +7,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 from runs import account
+from runs.cluster_views import cluster_page
 
 
 def favicon(request: HttpRequest) -> HttpResponse:
@@ -24,6 +25,7 @@ urlpatterns = [
     path("accounts/email/", account.account_email, name="account-email"),
     path("accounts/notifications/", include("notifications.urls")),
     path("admin/", admin.site.urls),
+    path("cluster/", cluster_page, name="cluster"),
     path("runs/", include("runs.urls")),
     path("runs/", include("inspector.urls")),  # /runs/<id>/samples/, /runs/<id>/problems/<index>/
     path("runs/", include("compare.urls")),  # /runs/compare/, /runs/new/ladder/, /runs/<id>/metrics.csv

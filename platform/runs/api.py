@@ -5,7 +5,8 @@ GET  /api/runs/                      list (?status=&q=&filter=&sort=&columns=&ar
 POST /api/runs/                      {"name", "preset" | "config", "overrides"?, "base_model"?, "dataset"?}:
                                      the run, with "resources" (what it asks for; runs.planning); 400
                                      naming the settings when the cluster last seen can never hold it
-GET  /api/runs/<id>/                 one run with its config, tags, notes and markers
+GET  /api/runs/<id>/                 one run with its config, tags, notes and markers; a queued run's
+                                     "queue": its position and why it waits (runs.scheduling)
 PATCH /api/runs/<id>/                {"name"?, "tags"?, "notes"?, "archived"?, "shared_users"?,
                                      "shared_groups"?} (the owner; runs.manage)
 DELETE /api/runs/<id>/               cancel if running, then remove its rows and files (the owner): 204
@@ -13,6 +14,9 @@ POST /api/runs/bulk/                 {"action": "cancel" | "archive" | "restore"
                                      your runs among them (runs.bulk); others refused by id
 POST /api/runs/<id>/cancel/          cancel (queued: at once; running: at the next step boundary)
 POST /api/runs/<id>/resume/          resume a failed or cancelled run from its last checkpoint
+POST /api/runs/<id>/priority/        {"priority": -100..100} (staff): its place in the queue
+POST /api/runs/<id>/preempt/         (staff) a running run checkpoints and goes back to the queue
+GET  /api/cluster/                   pools, nodes, the runs holding room, the queue (runs.cluster_views)
 GET  /api/runs/<id>/metrics/, distributions/, hardware/, samples/: what it recorded (runs.api_series)
 POST /api/runs/<id>/export/          {"step"?: N, "name"?: "..."}: a checkpoint into the model catalog (202)
 GET  /api/runs/<id>/export/          the run's exports and their state (queued, running, done, failed)
@@ -53,6 +57,7 @@ from runs.model_exports import request_export, steps_on_disk
 from runs.models import ModelExport, QuotaExceeded, Run
 from runs.planning import readable_model_config, resources_data
 from runs.run_filter import column_values
+from runs.scheduling import queue_entry
 from runs.series import list_row
 from runs.starts import resume_step
 
@@ -76,6 +81,8 @@ class RunSerializer(serializers.ModelSerializer):
             "eta_s": run.eta_s(),
         }
         request = self.context.get("request")
+        if request is not None:  # where it waits, and why (runs.scheduling); None unless queued
+            out["queue"] = queue_entry(run, request.user)
         if request is not None and access.can_write(request.user, run):
             out |= manage.sharing(run)
         return out

@@ -6,11 +6,13 @@ from runs import (
     api,
     api_series,
     bulk,
+    cluster_views,
     evaluation_views,
     evaluations,
     external_api,
     foreign_exports,
     log_views,
+    scheduling_api,
 )
 
 # The API authenticates by token or session itself (DRF): exempt from the login-redirect middleware,
@@ -45,6 +47,17 @@ urlpatterns = [
     ),
     path("runs/<id:run_id>/cancel/", login_not_required(api.RunCancel.as_view()), name="api-run-cancel"),
     path("runs/<id:run_id>/resume/", login_not_required(api.RunResume.as_view()), name="api-run-resume"),
+    path(
+        "runs/<id:run_id>/priority/",
+        login_not_required(scheduling_api.RunPriority.as_view()),
+        name="api-run-priority",
+    ),
+    path(
+        "runs/<id:run_id>/preempt/",
+        login_not_required(scheduling_api.RunPreempt.as_view()),
+        name="api-run-preempt",
+    ),
+    path("cluster/", login_not_required(cluster_views.ClusterDetail.as_view()), name="api-cluster"),
     path(
         "runs/<id:run_id>/metrics/",
         login_not_required(api_series.RunMetrics.as_view()),

@@ -7,6 +7,7 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         # Connects, in every process (web, worker, manage.py changepassword), not only in those that load
-        # the URLconf, the signals that revoke a user's API token when the password changes and that close
-        # the open websockets of users who lost access to a run.
-        from runs import access_signals, account  # noqa: F401
+        # the URLconf, the signals that revoke a user's API token when the password changes, that close
+        # the open websockets of users who lost access to a run, and that run a scheduler pass when a
+        # run is queued or frees its room (runs.scheduling).
+        from runs import access_signals, account, scheduling  # noqa: F401

@@ -10,6 +10,8 @@ from config.queues import queues
 from django.conf import settings
 from django.db import transaction
 
+from runs.signals import schedule_wanted
+
 
 def queue_of(task: str, *, evaluation: bool = False) -> str:
     """The training queue, or for an export or an evaluation the short jobs' queue (config.queues)."""
@@ -21,6 +23,12 @@ def send(task: str, run_id: int, *, evaluation: bool = False) -> None:
     from config.celery import app  # lazy: a page that never queues anything does not load Celery
 
     app.send_task(f"worker.tasks.{task}", args=[run_id], queue=queue_of(task, evaluation=evaluation))
+
+
+def schedule_on_commit() -> None:
+    """One pass of the scheduler (runs.scheduling) once the current transaction commits: a run was queued,
+    one freed its room, or a priority changed."""
+    transaction.on_commit(lambda: schedule_wanted.send(sender=None))
 
 
 def on_commit(task: str, run_id: int, *, evaluation: bool = False) -> None:

@@ -35,6 +35,9 @@ def run_state(run: Run) -> dict[str, Any]:
         "tags": list(run.tags or []),
         "archived": run.archived,
         "markers": markers(run),
+        "priority": run.priority,  # higher first in the queue (runs.scheduling)
+        "preempt_requested": run.preempt_requested,
+        "preemptions": run.preemptions,
     }
 
 

@@ -1,6 +1,16 @@
 from django.urls import path
 
-from runs import bulk, evaluation_views, evaluations, external_views, log_views, manage_views, planning, views
+from runs import (
+    bulk,
+    evaluation_views,
+    evaluations,
+    external_views,
+    log_views,
+    manage_views,
+    planning,
+    scheduling_api,
+    views,
+)
 
 app_name = "runs"
 urlpatterns = [
@@ -21,6 +31,8 @@ urlpatterns = [
     path("<id:run_id>/delete/", manage_views.run_delete, name="delete"),
     path("<id:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("<id:run_id>/resume/", views.run_resume, name="resume"),
+    path("<id:run_id>/priority/", scheduling_api.priority_form, name="priority"),
+    path("<id:run_id>/preempt/", scheduling_api.preempt_form, name="preempt"),
     path("<id:run_id>/export/", views.run_export, name="export"),
     path("<id:run_id>/log/", log_views.run_log, name="log"),
     path("<id:run_id>/log.txt", log_views.run_log_download, name="log-download"),

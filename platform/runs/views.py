@@ -26,6 +26,8 @@ from runs.model_exports import request_export, steps_on_disk
 from runs.models import Checkpoint, Kind, QuotaExceeded, Run, Status
 from runs.run_filter import column_values
 from runs.run_state import run_state
+from runs.scheduling import queue_entry
+from runs.scheduling_api import preempt_refusal
 from runs.series import (
     DISTRIBUTION_MAX_STEPS,
     PAGE_MAX_POINTS,
@@ -219,7 +221,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     if run.kind == Kind.EVALUATION and request.GET.get("view") != "run":  # its results: their own page
         return redirect("runs:evaluation", run_id=run.pk)
     data = {
-        "run": run_state(run),
+        "run": run_state(run) | {"queue": queue_entry(run, request.user)},
         "metrics": metric_series(run, max_points=PAGE_MAX_POINTS),
         "distributions": distribution_series(run, max_points=DISTRIBUTION_MAX_STEPS),
         "levels": list(DISTRIBUTION_LEVELS),
@@ -238,6 +240,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     context["data_files"] = _data_files(run)
     parent_visible = run.parent_id is not None and access.find_run(request.user, run.parent_id) is not None
     context |= {
+        "is_staff": request.user.is_staff,
+        "can_preempt": request.user.is_staff and not preempt_refusal(run),
         "can_write": owner,
         "notes_html": render_notes(run.notes),
         "parent_visible": parent_visible,

@@ -7,9 +7,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import pytest
+from runs.models import ClusterCapacity
 
-from worker import cluster_state
 from worker.cluster_state import ClusterWatcher, record_cluster_state
 
 SNAPSHOT = {
@@ -37,29 +36,22 @@ class Scripted(ClusterWatcher):
         return answer
 
 
-@pytest.fixture
-def recorded(monkeypatch) -> list[tuple[Any, dict[str, Any]]]:
-    calls: list[tuple[Any, dict[str, Any]]] = []
-    monkeypatch.setattr(cluster_state.ClusterCapacity, "record", lambda c, **kw: calls.append((c, kw)))
-    return calls
-
-
-def test_a_snapshot_is_recorded_with_the_live_nodes_capacity(settings, recorded) -> None:
+def test_a_snapshot_is_recorded_with_the_live_nodes_capacity(settings, db) -> None:
     settings.RAY_ADDRESS = "10.0.0.1:6379"
     assert record_cluster_state(Scripted([SNAPSHOT])) == SNAPSHOT
-    [(capacity, extra)] = recorded
-    assert (capacity.kind, capacity.gpus, capacity.cpus) == ("ray", 2.0, 12.0)  # the dead node left out
-    assert extra["state"] == SNAPSHOT and extra["seen_by"]
+    row = ClusterCapacity.objects.get(kind="ray")
+    assert (row.capacity.gpus, row.capacity.cpus) == (2.0, 12.0)  # the dead node's GPUs do not count
+    assert row.state == SNAPSHOT and row.seen_by
 
 
-def test_without_ray_address_nothing_is_looked_at(settings, recorded) -> None:
+def test_without_ray_address_nothing_is_looked_at(settings, db) -> None:
     settings.RAY_ADDRESS = ""
     watcher = Scripted([])
     assert record_cluster_state(watcher) is None
-    assert recorded == [] and watcher.child is None
+    assert not ClusterCapacity.objects.exists() and watcher.child is None
 
 
-def test_an_outage_is_logged_once_and_its_end_once(settings, recorded, caplog) -> None:
+def test_an_outage_is_logged_once_and_its_end_once(settings, db, caplog) -> None:
     settings.RAY_ADDRESS = "10.0.0.1:6379"
     down = RuntimeError("no answer from the Ray cluster within 20 s")
     watcher = Scripted([down, down, down, SNAPSHOT, SNAPSHOT])
@@ -69,4 +61,4 @@ def test_an_outage_is_logged_once_and_its_end_once(settings, recorded, caplog) -
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2, lines
     assert "cannot be seen: no answer" in lines[0] and "answers again" in lines[1]
-    assert len(recorded) == 2
+    assert ClusterCapacity.objects.get(kind="ray").state == SNAPSHOT

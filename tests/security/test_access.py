@@ -180,6 +180,8 @@ def test_every_websocket_route_checks_login_and_ownership(cast, bob):
 
     assert websocket_urlpatterns
     for pattern in websocket_urlpatterns:
+        if "run_id" not in str(pattern.pattern):  # the cluster page's: below
+            continue
         path = concrete(str(pattern.pattern), {"run_id": cast["run"].pk})
         for user, code in ((None, consumers.CLOSE_UNAUTHENTICATED), (bob, consumers.CLOSE_NOT_FOUND)):
             comm = ws(path, user)
@@ -190,6 +192,28 @@ def test_every_websocket_route_checks_login_and_ownership(cast, bob):
 
             out = async_to_sync(body)()
             assert out == {"type": "websocket.close", "code": code}, (path, user, out)
+
+
+def test_the_cluster_socket_wants_a_login_and_shows_bob_alices_run_by_number_only(cast, bob):
+    from runs import consumers
+
+    run = cast["run"]
+    Run.objects.filter(pk=run.pk).update(status="running", dispatched_at=run.created_at)
+    for user in (None, bob):
+        comm = ws("/ws/cluster/", user)
+
+        async def body(comm: Any = comm) -> dict[str, Any]:
+            await comm.connect(timeout=5)
+            out = await comm.receive_output(3)
+            await comm.disconnect()
+            return out
+
+        out = async_to_sync(body)()
+        if user is None:
+            assert out == {"type": "websocket.close", "code": consumers.CLOSE_UNAUTHENTICATED}
+            continue
+        assert out["type"] == "websocket.send" and f'"id": {run.pk}' in out["text"]
+        assert run.name not in out["text"] and "alice" in out["text"]  # the owner, never the run's name
 
 
 OWNER_PAGES = ("runs/<id:run_id>/delete/",)

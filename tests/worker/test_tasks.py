@@ -132,6 +132,24 @@ def test_cancel_stops_at_a_step_boundary_keeping_everything_then_resume_continue
     assert re.search(r"succeeded at step 40/40 \(running \d+s, wall \d+s\)", log)
 
 
+def test_a_preempted_run_goes_back_to_the_queue_and_resumes_with_no_step_lost(worker, make_run):
+    """Staff pre-empt a running run: it checkpoints at its step boundary, goes back to the queue, the
+    scheduler sends it again and it resumes from that checkpoint: every step once, in order."""
+    run = make_run(steps=24, every=6)
+    stack.wait_for(lambda: Run.objects.get(pk=run.pk).step >= 3, 30, "three steps")
+    assert Run.objects.get(pk=run.pk).request_preempt("root")
+    run = final(run)
+    assert run.status == Status.SUCCEEDED and run.preemptions == 1 and run.attempts == 2, run.error
+    assert steps_of(run) == list(range(1, 25))  # no gap, no duplicate
+    first, second = invocations(worker, run)
+    stopped_at = second["start_step"] - 1
+    assert second["resume"] and 3 <= stopped_at < 24 and run.resumed_steps == [stopped_at + 1]
+    log = (worker / "run-logs" / f"{run.pk}.log").read_text()
+    assert f"pre-empted by root at step {stopped_at}; back in the queue" in log
+    assert f"resume: attempt 2, from the checkpoint of step {stopped_at}; steps {stopped_at + 1}-24" in log
+    assert not run.preempt_requested and run.dispatched_at is not None
+
+
 def test_a_running_run_deleted_stops_and_leaves_no_file(worker, make_run):
     """Delete while the controller trains: the run is cancelled, its rows and folder go at once, the
     controller writes no further step, and what its last step left (the cancel's checkpoint) is removed

@@ -257,13 +257,31 @@
     if (state.last_checkpoint_step !== null && $("fork-btn")) $("fork-btn").hidden = false;
     $("run-error").hidden = !state.error;
     $("run-error").textContent = state.error || "";
+    renderQueue(state);
     tick();
+  }
+  // Where a queued run waits and why (runs.scheduling): each scheduler pass that moves it sends "queue";
+  // other status events leave the last one shown while the run is still queued.
+  let queueShown = initial.run.queue || null;
+  function renderQueue(state) {
+    const preempt = $("preempt-form");  // staff only
+    if (preempt) preempt.hidden = state.status !== "running" || state.preempt_requested || state.cancel_requested;
+    const box = $("run-queue");
+    if (!box) return;
+    if ("queue" in state) queueShown = state.queue;
+    if (state.status !== "queued" || !queueShown) { box.hidden = true; return; }
+    const q = queueShown;
+    const yours = box.dataset.yours === "1";
+    const reason = !yours && state.queue_shared ? state.queue_shared : q.reason;
+    box.textContent = q.position ? `In the queue, position ${q.position}: ${reason}.` : `Queued: ${reason}.`;
+    box.hidden = false;
   }
   // The tab title says how the run stands (a background tab shows it), and a run that succeeds, fails or
   // stalls while the page is open raises a desktop notification once the user allowed them.
   const MARKS = { queued: "…", running: "▶", succeeded: "✓", failed: "✗", cancelled: "■" };
   function statusWord(state) {
     if (state.status === "running" && state.cancel_requested) return "cancelling";
+    if (state.status === "running" && state.preempt_requested) return "pre-empting";
     return state.status === "running" && state.stalled ? "stalled" : state.status;
   }
   let announced = statusWord(initial.run);

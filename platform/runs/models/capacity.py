@@ -5,16 +5,28 @@ cluster, from ``ray.nodes()`` after the run connected). A worker records it each
 The launch (form and API, ``runs.configuring``) refuses a run whose request
 (``dapo.cluster.resources.request_for``) the last recorded capacity can never hold. With no row yet, it
 launches, and the plan panel says that nothing was checked.
+
+``state`` is the live picture of a Ray cluster (recorded by the worker: ``record_state``): its nodes
+with what they hold and have free, and the placement groups of the runs; the cluster page
+(runs.cluster_views) shows it. Schema::
+
+    {"address": str,
+     "nodes": [{"node_id", "host", "alive": bool, "total": {"CPU": f, "GPU": f}, "available": {...}}],
+     "groups": [{"name", "run_id": int | None, "role", "state", "bundles": [{...}], "node_ids": [...]}]}
+
+Each save tells the open cluster pages (runs.cluster_events).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db import models
 from django.utils import timezone
 
 from dapo.cluster.resources import Capacity
+from runs.cluster_events import changed
 
 
 class ClusterCapacity(models.Model):
@@ -22,6 +34,11 @@ class ClusterCapacity(models.Model):
     nodes = models.JSONField(default=list, help_text='[{"cpus": 8, "gpus": 2}, ...]: each node\'s totals.')
     seen_at = models.DateTimeField(default=timezone.now)
     seen_by = models.CharField(max_length=200, blank=True, help_text="The worker (host:pid) that saw it.")
+    state = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The Ray cluster's nodes and placement groups as last seen (schema: runs.models.capacity).",
+    )
 
     class Meta:
         verbose_name_plural = "cluster capacities"
@@ -40,6 +57,16 @@ class ClusterCapacity(models.Model):
         cls.objects.update_or_create(
             kind=capacity.kind, defaults={"nodes": nodes, "seen_at": timezone.now(), "seen_by": seen_by}
         )
+        changed()
+
+    @classmethod
+    def record_state(cls, kind: str, state: dict[str, Any], seen_by: str = "") -> None:
+        """Keep ``state`` (the schema in the module docstring) as the newest live picture of ``kind``; the
+        node totals stay those of the last ``record``."""
+        row, _ = cls.objects.get_or_create(kind=kind)
+        row.state, row.seen_at, row.seen_by = state, timezone.now(), seen_by or row.seen_by
+        row.save(update_fields=["state", "seen_at", "seen_by"])
+        changed()
 
     @classmethod
     def latest(cls, kind: str) -> tuple[Capacity, datetime] | None:

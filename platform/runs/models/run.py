@@ -7,11 +7,15 @@ reaper (``requeue_expired``) and resumes from its last checkpoint. State changes
 UPDATEs, so two processes racing on one run (a worker claiming while the user cancels, a redelivered task)
 cannot both win.
 
+Queue: a training run waits in the platform's queue (``dispatched_at`` None) until the scheduler
+(runs.scheduling) sends it to Celery; an evaluation is sent at once. A pre-empted run, or one whose Ray
+node died, goes back to the queue (``back_to_queue``) and resumes from its checkpoint when dispatched again.
+
 Time: ``elapsed_s`` is wall time from the first start; ``running_s`` adds up each attempt from its claim
 to its end (``running_since``, ``run_seconds``), so queued and cancelled time stay out of it and of the ETA.
 
 The module is longer than 400 lines because the lifecycle's conditional updates (claim, lease, steps,
-finish, cancel, resume, running time) belong to one model and read best side by side.
+finish, cancel, resume, back to the queue, running time) belong to one model and read best side by side.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -34,6 +39,13 @@ from runs.step_values import clean_metrics
 if TYPE_CHECKING:
     from dapo.loop.report import RunInfo, StepReport
     from dapo.runconfig import RunConfig
+
+
+def request_record(config: RunConfig) -> dict[str, Any]:
+    """``Run.request``: what ``config`` asks for (``dapo.cluster.resources``) and the pool it waits in."""
+    from dapo.cluster.resources import request_for
+
+    return {**request_for(config).to_dict(), "pool": config.execution.backend}
 
 
 class RunQuerySet(models.QuerySet["Run"]):
@@ -119,6 +131,34 @@ class Run(models.Model):
         help_text="Marked stalled (no new step for the owner's stall_minutes); a step clears it.",
     )
 
+    # ---- the platform's queue (runs.scheduling) ----
+    priority = models.IntegerField(
+        default=0,
+        db_index=True,
+        validators=[MinValueValidator(-100), MaxValueValidator(100)],
+        help_text="Higher first in the queue (-100..100); staff set it.",
+    )
+    request = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='What it asks for (dapo.cluster.resources.request_for(...).to_dict()) and its "pool": '
+        "local or ray; computed when queued.",
+    )
+    queued_at = models.DateTimeField(
+        default=timezone.now, help_text="When it entered the queue this time (launch, resume, pre-emption)."
+    )
+    dispatched_at = models.DateTimeField(
+        null=True, blank=True, help_text="Sent to a worker at; empty while it waits in the platform's queue."
+    )
+    preempt_requested = models.BooleanField(
+        default=False, help_text="Staff asked it to give its room back: it checkpoints and is queued again."
+    )
+    preempted_by = models.CharField(max_length=150, blank=True, help_text="Who asked for the pre-emption.")
+    preemptions = models.IntegerField(default=0, help_text="Times it was pre-empted back to the queue.")
+    node_losses = models.IntegerField(
+        default=0, help_text="Times a lost Ray node sent it back to the queue (DAPO_NODE_LOSS_REQUEUES)."
+    )
+
     # ---- management and sharing (runs.manage, runs.access) ----
     tags = models.JSONField(default=list, blank=True, help_text="Short labels (runs.manage.clean_tags).")
     notes = models.TextField(blank=True, help_text="Markdown, shown rendered without raw HTML.")
@@ -161,12 +201,17 @@ class Run(models.Model):
         with transaction.atomic():
             if fields.get("parent") is not None:  # a fork or an evaluation: its parent must still exist
                 cls.lock(fields["parent"].pk)
-            cls.reserve_for(owner, runs=1, steps=total_steps)
+            evaluation = fields.get("kind") == Kind.EVALUATION
+            reserve(
+                owner, cls.objects.active_of(owner), runs=1, steps=total_steps, waiting=0 if evaluation else 1
+            )
             run = cls.objects.create(
                 owner=owner,
                 name=name.strip(),
                 config=config.to_dict(),
                 total_steps=total_steps,
+                request=request_record(config),
+                dispatched_at=timezone.now() if evaluation else None,
                 data_files=data_record(config.to_dict(), read_files=False, picked=fields.get("dataset")),
                 **fields,
             )
@@ -205,8 +250,13 @@ class Run(models.Model):
             raise RunGone(self.pk) from None
 
     def launch(self) -> None:
-        """Queue the controller task once the current transaction commits (never for a rolled-back row)."""
-        dispatch.on_commit("launch_run", self.pk, evaluation=self.kind == Kind.EVALUATION)
+        """Once the current transaction commits (never for a rolled-back row): an evaluation's task is
+        queued on the short queue; a training run is offered to the scheduler (runs.scheduling), which
+        sends it when it fits."""
+        if self.kind == Kind.EVALUATION:
+            dispatch.on_commit("launch_run", self.pk, evaluation=True)
+        else:
+            dispatch.schedule_on_commit()
 
     # ---- worker side: lease, start, steps, finish --------------------------------------------------
 
@@ -251,11 +301,48 @@ class Run(models.Model):
         )
         requeued = []
         for pk, kind in Run.objects.filter(expired).order_by("created_at", "id").values_list("pk", "kind"):
-            if Run.objects.filter(expired, pk=pk).update(status=Status.QUEUED, **released):
+            evaluation = kind == Kind.EVALUATION
+            back = {"dispatched_at": now if evaluation else None, "queued_at": now}
+            if Run.objects.filter(expired, pk=pk).update(status=Status.QUEUED, **released, **back):
                 Run(pk=pk)._close_running(None)
-                dispatch.on_commit("launch_run", pk, evaluation=kind == Kind.EVALUATION)
+                if evaluation:
+                    dispatch.on_commit("launch_run", pk, evaluation=True)
                 requeued.append(pk)
+        if requeued:
+            dispatch.schedule_on_commit()
         return requeued
+
+    def back_to_queue(self, worker_id: str, *, node_lost: bool = False) -> bool:
+        """This worker's attempt ends and the run waits in the queue again, as a new submission (the room
+        it freed goes to the runs that waited): a pre-emption (``preempt_requested``) or a lost Ray node.
+        Its lease is released and the attempt's running time closed; it resumes from its checkpoint when
+        the scheduler sends it again. False when this worker no longer holds the lease."""
+        counter = "node_losses" if node_lost else "preemptions"
+        rows = Run.objects.filter(pk=self.pk, lease_owner=worker_id, status=Status.RUNNING)
+        if rows.exists():
+            self._close_running(timezone.now())
+        won = rows.update(
+            status=Status.QUEUED,
+            lease_owner="",
+            lease_expires=None,
+            dispatched_at=None,
+            queued_at=timezone.now(),
+            preempt_requested=False,
+            **{counter: F(counter) + 1},
+        )
+        self.reload()
+        if won:
+            dispatch.schedule_on_commit()
+        return bool(won)
+
+    def request_preempt(self, by: str) -> bool:
+        """Ask a running training run to give its room back (staff: runs.scheduling_api); its worker sees
+        it at the next step boundary. False when it is not running."""
+        won = Run.objects.filter(pk=self.pk, status=Status.RUNNING, kind=Kind.TRAINING).update(
+            preempt_requested=True, preempted_by=by[:150]
+        )
+        self.reload()
+        return bool(won)
 
     def start(self, info: RunInfo) -> None:
         now = timezone.now()
@@ -347,12 +434,14 @@ class Run(models.Model):
             finished_at=timezone.now(),
             lease_owner="",
             lease_expires=None,
+            preempt_requested=False,
         )
         if not Run.objects.filter(pk=self.pk).exists():  # deleted meanwhile (runs.manage): stays gone
             return False
         self.refresh_from_db()
         if won:
             run_finished.send(sender=Run, run=self)  # notifications (NotificationsConfig.ready) listen
+            dispatch.schedule_on_commit()  # the room it held goes to the queue
         return bool(won)
 
     def cancel_requested_now(self) -> bool:
@@ -409,15 +498,38 @@ class Run(models.Model):
         quota: ``QuotaExceeded`` (runs.models.quotas), and it stays as it was."""
         if not self.can_resume:
             return False
+        evaluation = self.kind == Kind.EVALUATION
         with transaction.atomic():
-            Run.reserve_for(self.owner, runs=1, steps=self.total_steps)
+            reserve(
+                self.owner,
+                Run.objects.active_of(self.owner),
+                runs=1,
+                steps=self.total_steps,
+                waiting=0 if evaluation else 1,
+            )
             won = Run.objects.filter(pk=self.pk, status__in=[Status.FAILED, Status.CANCELLED]).update(
-                status=Status.QUEUED, cancel_requested=False, error="", finished_at=None
+                status=Status.QUEUED,
+                cancel_requested=False,
+                error="",
+                finished_at=None,
+                queued_at=timezone.now(),
+                dispatched_at=timezone.now() if evaluation else None,
+                request=self._request_now(),
             )
         self.reload()
         if won:
             self.launch()
         return bool(won)
+
+    def _request_now(self) -> dict[str, Any]:
+        """What the run asks for, from its config again (a resume); its stored one when the config no
+        longer reads (a run queued by an older version)."""
+        from dapo.runconfig import ConfigError, RunConfig
+
+        try:
+            return request_record(RunConfig.from_dict(self.config))
+        except (ConfigError, ValueError, TypeError):
+            return self.request
 
     def fork_checkpoint(self, step: int | None = None) -> Checkpoint | None:
         """The checkpoint a fork at ``step`` starts from: the latest at or before it (None: the latest)."""

@@ -23,6 +23,7 @@ PAGE_STYLES = {
     "catalog/models.html": "datasets.css",
     "catalog/model_detail.html": "datasets.css",
     "runs/api_docs.html": "api_docs.css",
+    "runs/cluster.html": "cluster.css",
 }
 
 

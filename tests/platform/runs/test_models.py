@@ -21,8 +21,9 @@ def test_a_new_run_is_queued_and_its_task_sent_on_commit(
     assert alice_run.total_steps == 10
     assert queued == []  # not before the transaction commits
     with django_capture_on_commit_callbacks(execute=True):
-        Run.create_queued(owner=alice_run.owner, name="second", config=_config(alice_run))
-    assert queued == [("launch_run", Run.objects.get(name="second").pk)]
+        second = Run.create_queued(owner=alice_run.owner, name="second", config=_config(alice_run))
+    # the scheduler's pass sends every waiting run that fits, in order: the first one's commit never ran
+    assert queued == [("launch_run", alice_run.pk), ("launch_run", second.pk)]
 
 
 def test_claim_is_exclusive(alice_run):
