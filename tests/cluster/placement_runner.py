@@ -11,8 +11,8 @@ on_checkpoint; should_stop at a step boundary saves a checkpoint and ends "cance
 A ping that fails is handled as the Ray backend handles a lost actor: the product's detection
 (``dapo.cluster.state.lost_workers``) asks Ray whether the node died; Ray is given
 ``PLACEMENT_RUNNER_TIMEOUT_S`` (10 s) to place the group again; then the run ends with a ``NodeLost`` error
-string, as the trainer writes it. Every attempt appends a line to out_dir/invocations.jsonl: its pid, first
-step, and the nodes it was placed on.
+string, as the trainer writes it. Every attempt appends lines to out_dir/invocations.jsonl: its pid, first
+step, the nodes it was placed on, when it asked Ray for its bundles, got them and released them.
 
 Also a command line, a run without the platform (its sink prints one JSON line per event):
 
@@ -129,8 +129,13 @@ def run(
     connection = connect()
     placed: Placed | None = None
     try:
+        asked = time.time()
         placed = Placed(config, out.name)
-        _note(out, {"pid": os.getpid(), "start_step": step + 1, "where": placed.where})
+        held = {"gpus": sum(b.get("GPU", 0.0) for b in placed.bundles), "placed_at": time.time()}
+        _note(
+            out,
+            {"pid": os.getpid(), "start_step": step + 1, "where": placed.where, "asked_at": asked, **held},
+        )
         info = RunInfo(run_dir=str(out), total_steps=total, start_step=step + 1, config=config.to_dict())
         _emit(sinks, "on_start", info)
         while step < total:
@@ -152,6 +157,7 @@ def run(
     finally:
         if placed is not None:
             placed.close()
+            _note(out, {"pid": os.getpid(), "released_at": time.time(), "last_step": step})
         connection.close()
     _emit(sinks, "on_finish", status, error)
     return RunResult(status=status, last_step=step, error=error)

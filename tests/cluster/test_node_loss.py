@@ -85,8 +85,10 @@ class Run:
             self.proc.wait(timeout=10)
 
 
-def invocations(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (out / "invocations.jsonl").read_text().splitlines()]
+def attempts(out: Path) -> list[dict[str, Any]]:
+    """Each attempt's placement, as the runner noted it (invocations.jsonl)."""
+    lines = [json.loads(line) for line in (out / "invocations.jsonl").read_text().splitlines()]
+    return [line for line in lines if "where" in line]
 
 
 def looking_at(cluster: FakeGpuCluster, settings: Any, monkeypatch: Any) -> ClusterWatcher:
@@ -107,7 +109,7 @@ def test_a_dead_node_fails_its_run_as_node_lost_and_it_resumes_on_a_new_node(
         first.wait_until(
             "a checkpoint after step 4", lambda: any(c["step"] >= 4 for c in first.of("checkpoint")), 90
         )
-        [placed] = invocations(out)[0]["where"]
+        [placed] = attempts(out)[0]["where"]
         assert len(placed["gpus"]) == 1  # a fake GPU of gpu-a: Ray placed the bundle by GPU
         before = watcher.look()
         cluster.kill_node("gpu-a")
@@ -139,4 +141,4 @@ def test_a_dead_node_fails_its_run_as_node_lost_and_it_resumes_on_a_new_node(
     assert finish == {"event": "finish", "status": "succeeded", "error": None}
     assert second.of("start") == [{"event": "start", "start_step": saved + 1}]
     assert [e["step"] for e in second.of("step")] == [saved + 1, saved + 2, saved + 3]
-    assert invocations(out)[-1]["where"][0]["node_id"] != placed["node_id"]  # the new node holds it
+    assert attempts(out)[-1]["where"][0]["node_id"] != placed["node_id"]  # the new node holds it
