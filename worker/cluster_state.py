@@ -108,14 +108,17 @@ def record_cluster_state(watcher: ClusterWatcher = WATCHER) -> dict[str, Any] | 
     if watcher.outage is not None:
         log.warning("the Ray cluster at RAY_ADDRESS=%s answers again", settings.RAY_ADDRESS)
         watcher.outage = None
-    capacity = Capacity.from_ray_nodes({"Alive": n["alive"], "Resources": n["total"]} for n in state["nodes"])
     try:
+        nodes = state["nodes"]
+        capacity = Capacity.from_ray_nodes({"Alive": n["alive"], "Resources": n["total"]} for n in nodes)
         seen_by = f"{socket.gethostname()}:{os.getpid()}"
         with transaction.atomic():  # the totals and the picture of one look, together
             ClusterCapacity.record(capacity, seen_by=seen_by)
             ClusterCapacity.record_state(capacity.kind, state, seen_by=seen_by)
     except DB_ERRORS as e:
         log.warning("recording the Ray cluster's state failed (%s); the next pass tries again", e)
+    except Exception:  # noqa: BLE001 - an error here must not end the reaper's thread
+        log.exception("recording the Ray cluster's state failed")
     finally:
         drop_connection()  # the reaper thread's: none is left open between passes
     return state

@@ -19,7 +19,7 @@ then fails with (the Ray backend, dapo.cluster.ray_backend; the platform queues 
 Why Ray's GCS tables and not ``ray.util.state``: the list_* calls go through the dashboard, which the local
 Ray we start and many clusters run without. ``ray.nodes()`` and the placement group table come from the GCS.
 
-Also a command line, the worker's short-lived view of a cluster (worker/cluster_state.py): it joins
+Also a command line, the platform worker's window on a cluster (worker/cluster_state.py): it joins
 RAY_ADDRESS once and answers every line on stdin with one JSON line, a snapshot or {"error": "..."}:
 
     python -m dapo.cluster.state

@@ -62,3 +62,11 @@ def test_an_outage_is_logged_once_and_its_end_once(settings, db, caplog) -> None
     assert len(lines) == 2, lines
     assert "cannot be seen: no answer" in lines[0] and "answers again" in lines[1]
     assert ClusterCapacity.objects.get(kind="ray").state == SNAPSHOT
+
+
+def test_a_snapshot_that_cannot_be_recorded_is_logged_and_the_reaper_goes_on(settings, db, caplog) -> None:
+    settings.RAY_ADDRESS = "10.0.0.1:6379"
+    with caplog.at_level(logging.ERROR, logger="worker.cluster_state"):
+        assert record_cluster_state(Scripted([{"address": "10.0.0.1:6379"}])) == {"address": "10.0.0.1:6379"}
+    assert "recording the Ray cluster's state failed" in caplog.text
+    assert not ClusterCapacity.objects.exists()
