@@ -216,7 +216,8 @@ def schedule() -> list[int]:
     """One admission pass (module docstring): the ids dispatched, in order. Their tasks are sent once
     the pass commits; open pages hear of the queue's new order."""
     with transaction.atomic():
-        waiting = list(Run.objects.select_for_update().filter(WAITING).select_related("owner").order_by("id"))
+        rows = Run.objects.select_for_update(of=("self",)).filter(WAITING)  # the runs, not their owners
+        waiting = list(rows.select_related("owner").order_by("id"))
         if not waiting:
             transaction.on_commit(lambda: _announce([], []))
             return []

@@ -114,6 +114,7 @@ def pages(data: dict[str, Any]) -> list[str]:
         "/accounts/token/",
         "/accounts/notifications/",
         "/api/docs/",
+        "/cluster/",
         "/no/such/page/",
         "/runs/?columns=optim.lr,rollout.n,val/acc/mean@4&sort=-val/acc/mean@4",
         f"/runs/{a}/delete/",

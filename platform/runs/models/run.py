@@ -302,7 +302,12 @@ class Run(models.Model):
         requeued = []
         for pk, kind in Run.objects.filter(expired).order_by("created_at", "id").values_list("pk", "kind"):
             evaluation = kind == Kind.EVALUATION
-            back = {"dispatched_at": now if evaluation else None, "queued_at": now}
+            # a pre-emption asked of a controller that died is done: it gave its room back
+            back = {
+                "dispatched_at": now if evaluation else None,
+                "queued_at": now,
+                "preempt_requested": False,
+            }
             if Run.objects.filter(expired, pk=pk).update(status=Status.QUEUED, **released, **back):
                 Run(pk=pk)._close_running(None)
                 if evaluation:
@@ -461,6 +466,7 @@ class Run(models.Model):
             status=Status.CANCELLED, finished_at=now, cancel_requested=True
         ):
             outcome = "cancelled"
+            dispatch.schedule_on_commit()  # one sent to a worker but not started yet held a slot
         elif Run.objects.filter(pk=self.pk, status=Status.RUNNING).update(cancel_requested=True):
             outcome = "cancelling"
         else:

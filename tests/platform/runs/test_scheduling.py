@@ -197,15 +197,26 @@ def test_the_reaper_puts_an_expired_run_back_in_the_queue_as_a_new_submission(
 ):
     settings.DAPO_SCHEDULER_SLOTS = 1
     dead = holding(alice, "dead", pool="local", minute=0)
-    Run.objects.filter(pk=dead.pk).update(
-        lease_owner="w", lease_expires=timezone.now() - timedelta(seconds=1)
-    )
+    expired = timezone.now() - timedelta(seconds=1)
+    Run.objects.filter(pk=dead.pk).update(lease_owner="w", lease_expires=expired, preempt_requested=True)
     waiting = run(alice, "waited", pool="local", minute=1)
     with django_capture_on_commit_callbacks(execute=True):
         assert Run.requeue_expired() == [dead.pk]
     dead.refresh_from_db()
     assert queued == [("launch_run", waiting.pk)]  # the room goes to the run that waited
     assert dead.status == Status.QUEUED and dead.dispatched_at is None and dead.queued_at > waiting.queued_at
+    assert not dead.preempt_requested  # its room was given back when its controller died
+
+
+def test_cancelling_a_run_sent_but_not_started_frees_its_slot(
+    alice, queued, settings, django_capture_on_commit_callbacks
+):
+    settings.DAPO_SCHEDULER_SLOTS = 1
+    sent = run(alice, "sent", pool="local", dispatched_at=timezone.now())
+    waiting = run(alice, "waiting", pool="local")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert sent.request_cancel() == "cancelled"
+    assert queued == [("launch_run", waiting.pk)]
 
 
 def test_others_runs_appear_by_number_and_owner_only(alice, bob, settings):

@@ -187,3 +187,10 @@ def test_the_cluster_page_and_its_json(alice_client, bob_api, alice_run, anon_cl
     [entry] = data["queue"]
     assert entry["id"] == waiting.pk and entry["reason"] == "needs 2 GPUs; 1 free" and "name" not in entry
     assert APIClient().get("/api/cluster/").status_code == 401
+
+
+def test_the_api_reference_shows_the_scheduling_endpoints(api, alice_client):
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/json").content.decode()
+    for path in ("/api/cluster/", "/api/runs/{run_id}/priority/", "/api/runs/{run_id}/preempt/"):
+        assert path in schema, path
+    assert "/api/cluster/" in alice_client.get("/api/docs/").content.decode()
