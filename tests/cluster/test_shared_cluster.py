@@ -67,6 +67,8 @@ def shared(
 
     app.conf.broker_url = redis_test_url()
     previous_queue, settings.DAPO_QUEUE = settings.DAPO_QUEUE, os.environ["DAPO_QUEUE"]
+    # three slots for two GPUs, here and in the worker: what holds runs back is the cluster, not slots
+    previous_slots, settings.DAPO_SCHEDULER_SLOTS = settings.DAPO_SCHEDULER_SLOTS, 3
     root = tmp_path_factory.mktemp("shared")
     cluster = FakeGpuCluster(root)
     try:
@@ -79,13 +81,14 @@ def shared(
             DAPO_RUNNER="tests.cluster.placement_runner:run",
             DAPO_REAPER_INTERVAL_S="1",
             DAPO_TRAINING_CONCURRENCY="3",
+            DAPO_SCHEDULER_SLOTS="3",
             **{k: v for k, v in cluster.driver_env().items() if k.startswith("RAY_")},
         )
         with stack.celery_worker(env, root / "var" / "celery.log", concurrency=3):
             yield Shared(cluster, root)
     finally:
         cluster.stop()
-        settings.DAPO_QUEUE = previous_queue
+        settings.DAPO_QUEUE, settings.DAPO_SCHEDULER_SLOTS = previous_queue, previous_slots
         with django_db_blocker.unblock():
             stack.wait_for_other_sessions_to_leave()
 
