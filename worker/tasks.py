@@ -40,6 +40,7 @@ from runs.scheduling import schedule
 from dapo.cluster import resources
 from dapo.learner import checkpoint as ckpt
 from dapo.runconfig import RunConfig
+from worker.cluster_state import record_cluster_state
 from worker.export import export_model  # noqa: F401  (registers the "Export model" task)
 from worker.run_log import capture
 from worker.sink import DB_ERRORS, PUBLISHER, PlatformSink, drop_connection, with_db_retry
@@ -299,6 +300,7 @@ class Reaper:
     def _loop(self) -> None:
         while not self._done.wait(self.interval_s):
             reap()
+            record_cluster_state()  # RAY_ADDRESS's cluster: the scheduler's capacity, the cluster page
             schedule_pass()
 
 

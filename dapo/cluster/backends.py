@@ -16,6 +16,9 @@ One-step off-policy generation (``rollout.one_step_off_policy``) adds a behaviou
                                       while ``update`` runs
     sync_behaviour()                  load the learner's current weights into the behaviour copy (the
                                       trainer calls it between steps, when no generate_stale runs)
+
+A Ray run whose node died, and which the cluster cannot hold without it, fails with ``NodeLost``;
+``is_node_loss(result.error)`` tells its caller (the platform's worker) to queue it again rather than fail it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import copy
 from pathlib import Path
 from typing import Any, Protocol
 
+from dapo.cluster.state import NodeLost as NodeLost  # the run's error when a Ray node died with it
 from dapo.learner.actor import PolicyActor, UpdateBatch, UpdateResult, engine_options
 from dapo.loop.batching import score_locally
 from dapo.loop.report import HardwareSample
@@ -134,9 +138,17 @@ class LocalBackend:
             self._behaviour.close()
 
 
-def make_backend(config: RunConfig) -> Backend:
+def is_node_loss(error: str | None) -> bool:
+    """Whether a run's error (``RunResult.error``, "TypeName: message" as the trainer writes it) is a
+    NodeLost: the caller may queue the run again instead of failing it."""
+    return bool(error) and str(error).startswith(f"{NodeLost.__name__}: ")
+
+
+def make_backend(config: RunConfig, label: str = "") -> Backend:
+    """The backend ``config.execution.backend`` names. ``label`` names a Ray run's placement groups
+    (``dapo-run-<label>-<role>``, dapo.cluster.state); the trainer passes its run directory's name."""
     if config.execution.backend == "ray":
         from dapo.cluster.ray_backend import RayBackend  # imports ray: only when chosen
 
-        return RayBackend(config)
+        return RayBackend(config, label=label)
     return LocalBackend(config)

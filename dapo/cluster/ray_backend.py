@@ -23,6 +23,16 @@ group, actors and process group) from the newest state, kept in the object store
 The object store lives on the learner's node: losing that node fails the run, which then resumes from its
 last checkpoint (``dapo.learner.checkpoint``).
 
+A node that dies takes its workers with it. Recovery places them again on the nodes left (Ray reschedules
+a rollout group's bundles; a learner group is placed anew), waiting up to the placement timeout for room.
+When the cluster cannot hold them without that node, the run fails with ``NodeLost`` (dapo.cluster.backends)
+naming the node, its host and the workers it held: node death is read from Ray (``ray.nodes()``'s alive
+flags for the nodes the run's bundles were placed on), never guessed from an error's text. The platform
+queues such a run again; it resumes from its last checkpoint when the cluster can hold it.
+
+Placement groups are named ``dapo-run-<label>-<role>`` (``label``: the trainer passes its run directory's
+name), so Ray's state maps them back to their run (dapo.cluster.state).
+
 It is longer than 400 lines because the controller's side of every Ray actor call, with its recovery
 from a lost actor, is one protocol; the pure splitting and merging lives in ``ray_shards``.
 """
@@ -37,6 +47,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dapo.cluster.ray_cluster import (
+    PlacementTimeout,
     connect,
     loopback_only_local_ray,
     placement_strategy,
@@ -46,6 +57,7 @@ from dapo.cluster.ray_cluster import (
 from dapo.cluster.ray_shards import logprob_shards, merge_updates, shard_seed, shard_update, split_evenly
 from dapo.cluster.ray_worker import PolicyWorker, WorkerNotReady, from_wire, score_chunk, to_wire
 from dapo.cluster.resources import Capacity, ClusterTooSmall, report_capacity, request_for
+from dapo.cluster.state import NodeLost, bundle_nodes, describe_loss, group_name, lost_workers
 from dapo.learner.actor import UpdateBatch, UpdateResult
 from dapo.rollout.base import Completion, SamplingParams
 from dapo.runconfig import RunConfig
@@ -59,6 +71,10 @@ RESTART_TIMEOUT_S = 300.0
 """How long Ray may take to restart a dead rollout worker before the controller replaces it."""
 LIVENESS_TIMEOUT_S = 30.0
 """How long a learner may take to answer a ping after a failed collective call before it counts as lost."""
+NODE_DEATH_WAIT_S = 30.0
+"""After workers were lost for good: how long to wait for Ray to say whether their node died (the GCS calls a
+node dead after several failed health checks, ~15 s with Ray's defaults) before the failure counts as the
+workers' own rather than a NodeLost."""
 HARDWARE_QUEUE_SIZE = 10_000
 """Hardware samples the actors may queue before the controller drains them (the newest are dropped)."""
 
@@ -70,7 +86,7 @@ class LearnerGroupBroken(RuntimeError):
 class RayBackend:
     """The ``Backend`` protocol on Ray actors (see the module docstring)."""
 
-    def __init__(self, config: RunConfig, *, placement: str | None = None) -> None:
+    def __init__(self, config: RunConfig, *, placement: str | None = None, label: str = "") -> None:
         loopback_only_local_ray()
         import ray
 
@@ -78,6 +94,8 @@ class RayBackend:
         self.config = _with_absolute_paths(config)
         self.tokenizer = _load_tokenizer(self.config.model.path)
         self.strategy = placement_strategy(placement)
+        self.label = label
+        """Names the placement groups (``dapo-run-<label>-<role>``); empty: unnamed groups."""
         self.recoveries = 0
         """Failed calls that were recovered and retried (for logs and tests)."""
         self._lr: float | None = None
@@ -88,6 +106,8 @@ class RayBackend:
         self._sharded = self.config.execution.learner_strategy == "fsdp"
         """FSDP learners: exporting the state, saving and scoring are collectives over all of them."""
         self._groups: dict[str, Any] = {}
+        self._placed: dict[str, list[str | None]] = {}
+        """Each role's bundles' nodes, as last placed: what a dead node took with it."""
         self.learners: list[Any] = []
         self.rollouts: list[Any] = []
         self._hardware: Any = None  # a Ray queue of the actors' hardware samples
@@ -299,7 +319,24 @@ class RayBackend:
 
     def _reserve(self, role: str) -> None:
         bundles = self.request.ray_bundles(role)
-        self._groups[role] = reserve(bundles, self.strategy, self.connection.placement_timeout_s)
+        name = group_name(self.label, role) if self.label else ""
+        self._groups[role] = reserve(bundles, self.strategy, self.connection.placement_timeout_s, name)
+        self._placed[role] = bundle_nodes(self._ray, self._groups[role])
+
+    def _await_placement(self, role: str) -> None:
+        """Wait until Ray has placed every bundle of ``role``'s group (after a node died it reschedules the
+        bundles that were there), up to the placement timeout; raises PlacementTimeout."""
+        from ray.util.placement_group import placement_group_table
+
+        timeout = self.connection.placement_timeout_s
+        deadline = time.monotonic() + timeout
+        while (state := placement_group_table(self._groups[role])["state"]) != "CREATED":
+            if time.monotonic() >= deadline:
+                raise PlacementTimeout(
+                    f"Ray could not place the {role} workers again within {timeout:.0f} s ({state})"
+                )
+            time.sleep(0.5)
+        self._placed[role] = bundle_nodes(self._ray, self._groups[role])
 
     def _start_learners(self) -> list[Any]:
         """A fresh learner group: placement group, actors, process group, then the newest state."""
@@ -354,7 +391,9 @@ class RayBackend:
         self.learners = self._start_learners()
 
     def _restore_rollouts(self) -> None:
-        """Set up rollout workers that Ray restarted (and replace any that are gone for good)."""
+        """Set up rollout workers that Ray restarted (and replace any that are gone for good), once their
+        group is placed again."""
+        self._await_placement("rollout")
         for i, actor in enumerate(self.rollouts):
             ready = self._ready_after_restart(actor)
             if ready is None:
@@ -370,7 +409,8 @@ class RayBackend:
         while time.monotonic() < deadline:
             try:
                 return bool(self._ray.get(actor.ready.remote(), timeout=RESTART_TIMEOUT_S))
-            except exceptions.ActorUnavailableError:  # restarting: ask again
+            except exceptions.ActorUnavailableError:  # restarting: ask again, once its bundle has a node
+                self._await_placement("rollout")
                 time.sleep(0.5)
             except (exceptions.RayActorError, exceptions.GetTimeoutError):
                 return None
@@ -437,6 +477,17 @@ class RayBackend:
         return self._ray.get(refs)
 
     def _retry(self, what: str, call: Callable[[], T], recover: Callable[[], None]) -> T:
+        """``call``, recovered and retried up to ``max_step_retries`` times. A failure left over when a node
+        that held this run's workers died is a NodeLost naming it (module docstring)."""
+        try:
+            return self._attempts(what, call, recover)
+        except (*self._recoverable, LearnerGroupBroken, PlacementTimeout) as exc:
+            lost = lost_workers(self._ray, self._placed, NODE_DEATH_WAIT_S)
+            if not lost:
+                raise
+            raise NodeLost(describe_loss(what, lost, exc)) from exc
+
+    def _attempts(self, what: str, call: Callable[[], T], recover: Callable[[], None]) -> T:
         retries = self.config.execution.max_step_retries
         for attempt in range(retries + 1):
             try:

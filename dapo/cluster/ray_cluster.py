@@ -296,17 +296,21 @@ def placement_strategy(requested: str | None = None) -> str:
     return name
 
 
-def reserve(bundles: list[dict[str, float]], strategy: str, timeout_s: float) -> Any:
-    """A ready placement group of these bundles (one per worker); raises RuntimeError naming what is
-    missing."""
+class PlacementTimeout(RuntimeError):
+    """Ray could not place a group of workers within the placement timeout."""
+
+
+def reserve(bundles: list[dict[str, float]], strategy: str, timeout_s: float, name: str = "") -> Any:
+    """A ready placement group of these bundles (one per worker), named ``name`` (dapo.cluster.state reads
+    the run back from it); raises PlacementTimeout naming what is missing."""
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    group = placement_group([dict(b) for b in bundles], strategy=strategy)
+    group = placement_group([dict(b) for b in bundles], strategy=strategy, name=name)
     ready, _ = ray.wait([group.ready()], timeout=timeout_s)
     if not ready:
         remove_placement_group(group)
-        raise RuntimeError(
+        raise PlacementTimeout(
             f"Ray could not place {len(bundles)} worker(s) of {bundles[0]} ({strategy}) within "
             f"{timeout_s:.0f} s; "
             f"cluster resources: {ray.cluster_resources()}. Lower execution.cpus_per_worker / "

@@ -112,7 +112,8 @@ class Trainer:
         c = self.config
         ckpt.check_writable(self.out_dir)
         check_family(read_model_config(c.model.path))  # before any model is loaded or GPU taken
-        self.backend = self._backend or make_backend(c)
+        # the run directory's name labels a Ray run's placement groups (the platform names it by run id)
+        self.backend = self._backend or make_backend(c, label=self.out_dir.name)
         self.tokenizer = self.backend.tokenizer
         self.train_problems = load_problems(c.data.train_path)
         self.val_problems, self.val_sources = load_validation_sets(c)
