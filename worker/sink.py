@@ -267,9 +267,5 @@ class PlatformSink(Sink):
 
 
 def node_lost(error: str | None) -> bool:
-    """Whether a run failed because a Ray node died under it (``dapo.cluster.backends.is_node_loss``); the
-    error's class name, ``NodeLost``, where this engine has no such check."""
-    check = getattr(backends, "is_node_loss", None)
-    if check is not None:
-        return bool(check(error or ""))
-    return (error or "").lstrip().startswith("NodeLost")
+    """Whether a run failed because a Ray node died under it (``dapo.cluster.backends.is_node_loss``)."""
+    return backends.is_node_loss(error)
