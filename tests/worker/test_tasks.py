@@ -122,7 +122,10 @@ def test_cancel_stops_at_a_step_boundary_keeping_everything_then_resume_continue
         {"step": stopped_at, "kind": "resume", "label": f"resumed after step {stopped_at}"}
     ]
     # the run's log tells the story: start, a line per step, checkpoints, the cancel, the resume, the end
-    log = (worker / "run-logs" / f"{run.pk}.log").read_text()
+    path, ended = worker / "run-logs" / f"{run.pk}.log", re.compile(r"succeeded at step 40/40 \(running")
+    # the end's line follows the status's commit: on a busy machine the test can read the log in between
+    stack.wait_for(lambda: ended.search(path.read_text()), 30, "the log's end line")
+    log = path.read_text()
     assert "start: attempt 1, steps 1-40" in log
     step_lines = [line for line in log.splitlines() if re.search(r"^\[\d\d:\d\d:\d\d\] step \d+/40  ", line)]
     assert [int(re.search(r"step (\d+)/", line)[1]) for line in step_lines] == list(range(1, 41))
