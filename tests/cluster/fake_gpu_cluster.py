@@ -11,19 +11,17 @@ Ray. The head's GCS calls a node dead after ~2 s of failed health checks (Ray's 
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from dapo.cluster.ray_cluster import SESSION_SUFFIX, SOCKET_PATH_LIMIT, free_port
+from tests.dapo.ray_helpers import RAY, alive_nodes, kill_group, leftover_pids, stop_groups
 
 REPO = Path(__file__).resolve().parents[2]
-RAY = str(Path(sys.executable).with_name("ray"))
 FAST_NODE_DEATH = {
     "RAY_health_check_initial_delay_ms": "1000",
     "RAY_health_check_period_ms": "500",
@@ -77,7 +75,7 @@ class FakeGpuCluster:
     def kill_node(self, name: str) -> None:
         """SIGKILL the node's whole process group, as a machine that loses power."""
         proc = self.nodes.pop(name)
-        _killpg(proc.pid, signal.SIGKILL)
+        kill_group(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
 
     def _launch(self, name: str, args: list[str], cpus: int, gpus: int) -> None:
@@ -116,41 +114,11 @@ class FakeGpuCluster:
             time.sleep(1.0)
 
     def alive_nodes(self) -> int:
-        """Active nodes, from ``ray status`` (which reads the GCS; ``ray list`` would need a dashboard)."""
-        out = subprocess.run(
-            [RAY, "status", "--address", self.address], env=self.env, capture_output=True, text=True
-        )
-        active = out.stdout.split("Active:")[-1].split("Pending:")[0] if "Active:" in out.stdout else ""
-        return sum(int(m) for m in re.findall(r"^\s*(\d+) node_", active, flags=re.MULTILINE))
+        return alive_nodes(self.address, self.env)
 
     def stop(self) -> None:
-        """SIGTERM each process group this cluster started, SIGKILL what is left after 3 s."""
-        for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
-            for proc in self.started:
-                _killpg(proc.pid, sig)
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline and any(_group_alive(p.pid) for p in self.started):
-                time.sleep(0.2)
-        for proc in self.started:
-            proc.wait(timeout=5)
+        stop_groups(self.started)
         self.nodes = {}
 
     def leftover_pids(self) -> list[int]:
-        return [p.pid for p in self.started if _group_alive(p.pid)]
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+        return leftover_pids(self.started)

@@ -196,26 +196,13 @@ class TwoNodeCluster:
         raise TimeoutError(f"{count} Ray node(s) not up within {timeout_s} s")
 
     def alive_nodes(self) -> int:
-        """Active nodes, from ``ray status`` (which reads the GCS; ``ray list`` would need a dashboard)."""
-        out = subprocess.run(
-            [RAY, "status", "--address", self.address], env=self.env, capture_output=True, text=True
-        )
-        active = out.stdout.split("Active:")[-1].split("Pending:")[0] if "Active:" in out.stdout else ""
-        return sum(int(m) for m in re.findall(r"^\s*(\d+) node_", active, flags=re.MULTILINE))
+        return alive_nodes(self.address, self.env)
 
     def stop(self) -> None:
-        """SIGTERM each process group we started, SIGKILL what is left after 3 s."""
-        for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
-            for p in self.procs:
-                _killpg(p.pid, sig)
-            deadline = time.time() + wait
-            while time.time() < deadline and any(_group_alive(p.pid) for p in self.procs):
-                time.sleep(0.2)
-        for p in self.procs:
-            p.wait(timeout=5)
+        stop_groups(self.procs)
 
     def leftover_pids(self) -> list[int]:
-        return [p.pid for p in self.procs if _group_alive(p.pid)]
+        return leftover_pids(self.procs)
 
 
 def _node_ip() -> str:
@@ -225,7 +212,31 @@ def _node_ip() -> str:
     return get_node_ip_address()
 
 
-def _killpg(pgid: int, sig: int) -> None:
+def alive_nodes(address: str, env: dict[str, str]) -> int:
+    """Active nodes, from ``ray status`` (which reads the GCS; ``ray list`` would need a dashboard)."""
+    out = subprocess.run([RAY, "status", "--address", address], env=env, capture_output=True, text=True)
+    active = out.stdout.split("Active:")[-1].split("Pending:")[0] if "Active:" in out.stdout else ""
+    return sum(int(m) for m in re.findall(r"^\s*(\d+) node_", active, flags=re.MULTILINE))
+
+
+def stop_groups(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM the process group of each of ``procs`` (``ray start`` with a session of its own), SIGKILL what
+    is left after 3 s, then reap them."""
+    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+        for p in procs:
+            kill_group(p.pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(_group_alive(p.pid) for p in procs):
+            time.sleep(0.2)
+    for p in procs:
+        p.wait(timeout=5)
+
+
+def leftover_pids(procs: list[subprocess.Popen]) -> list[int]:
+    return [p.pid for p in procs if _group_alive(p.pid)]
+
+
+def kill_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
     except ProcessLookupError:
