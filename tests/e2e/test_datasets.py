@@ -112,6 +112,7 @@ def test_a_user_uploads_searches_and_reads_a_dataset(site, live, tmp_path):
     expect(page.locator("#rows-table mark")).to_have_text("is 7 plus")
 
     # 5. open the row: the prompt with the demo model's chat template beside the ground truth
+    page.wait_for_load_state()
     page.click("#rows-table tbody tr >> nth=0")
     expect(page.locator("#row-panel")).to_be_visible()
     assert page.inner_text("#prompt-seen") == "<s><|user|>What is 7 plus 7? <b>bold</b>\n<|assistant|>"
@@ -124,6 +125,7 @@ def test_a_user_uploads_searches_and_reads_a_dataset(site, live, tmp_path):
     page.goto(f"{base}/datasets/{demo.pk}/")
     expect(page.locator("#chart-answers .main-svg").first).to_be_visible()
     page.click("#sort-rate")
+    page.wait_for_load_state()  # the rows' click handler is wired once the scripts ran
     first = page.locator("#rows-table tbody tr >> nth=0")
     expect(first).to_have_attribute("data-index", "4")
     expect(page.locator("#rows-table tbody tr >> nth=1")).to_have_attribute("data-index", "3")

@@ -40,6 +40,28 @@
     });
   }
 
+  // ---- dataset page: rows (wired before the charts draw, so a click while plotly works is not lost) ---
+
+  const table = $("rows-table");
+  if (table) {
+    table.addEventListener("click", (e) => {
+      if (e.target.closest("a")) return;
+      const tr = e.target.closest("tr[data-href]");
+      if (tr) window.location.search = tr.dataset.href.slice(1);
+    });
+    for (const id of ["f-model", "f-source", "f-solved"]) {
+      const select = $(id);
+      if (select) select.addEventListener("change", () => select.form.submit());
+    }
+    document.addEventListener("keydown", (e) => {
+      if (e.target.closest("input, select, textarea") || e.altKey || e.ctrlKey || e.metaKey) return;
+      const link = { ArrowLeft: $("row-prev"), ArrowRight: $("row-next"), Escape: $("row-close") }[e.key];
+      if (link) window.location.href = link.href;
+    });
+    const selected = table.querySelector("tr.ds-selected");
+    if (selected) selected.scrollIntoView({ block: "nearest" });
+  }
+
   // ---- dataset page: statistics ------------------------------------------------------------------
 
   const statsEl = $("ds-stats");
@@ -113,24 +135,4 @@
   const tokens = stats.tokens || {};
   if (tokens.error) empty($("chart-tokens"), `Token lengths unavailable: ${tokens.error}.`);
   else drawHistogram("chart-tokens", tokens.histogram, `Prompt tokens with ${tokens.model}'s chat template`, "tokens", window.dapoCharts.color(4));
-
-  // ---- dataset page: rows ------------------------------------------------------------------------
-
-  const table = $("rows-table");
-  table.addEventListener("click", (e) => {
-    if (e.target.closest("a")) return;
-    const tr = e.target.closest("tr[data-href]");
-    if (tr) window.location.search = tr.dataset.href.slice(1);
-  });
-  for (const id of ["f-model", "f-source", "f-solved"]) {
-    const select = $(id);
-    if (select) select.addEventListener("change", () => select.form.submit());
-  }
-  document.addEventListener("keydown", (e) => {
-    if (e.target.closest("input, select, textarea") || e.altKey || e.ctrlKey || e.metaKey) return;
-    const link = { ArrowLeft: $("row-prev"), ArrowRight: $("row-next"), Escape: $("row-close") }[e.key];
-    if (link) window.location.href = link.href;
-  });
-  const selected = table.querySelector("tr.ds-selected");
-  if (selected) selected.scrollIntoView({ block: "nearest" });
 })();
