@@ -77,6 +77,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+class _GroupIds:
+    """pytest-xdist 3.8 marks a test's group by appending ``@group`` to ``item._nodeid``, which pytest 9.2
+    no longer reads (a node's id is ``item._id``, a ``NodeId``): its workers report plain ids, so
+    ``--dist loadgroup`` spread every group over both workers (two live servers, two browsers, two local
+    Rays, fault tests side by side). This hook, after xdist's, gives each grouped test the id xdist means:
+    its controller sends the tests of one ``@group`` to one worker."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not getattr(config.option, "loadgroup", False):  # set on xdist's workers under --dist loadgroup
+            return
+        from _pytest.nodeid import NodeId
+
+        for item in items:
+            mark = item.get_closest_marker("xdist_group")
+            if mark is not None and not item.nodeid.endswith(f"@{mark.args[0]}"):
+                item._id = NodeId.parse(f"{item.nodeid}@{mark.args[0]}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_GroupIds(), "dapo-xdist-group-ids")
+
+
 def xdist_group(item: pytest.Item) -> str | None:
     """Which tests `make test`'s two workers (pytest-xdist, --dist loadgroup) run on one worker, in turn:
     the browser tests share one live server and browser (tests/e2e/conftest.py); the tests on the session's
