@@ -1,4 +1,5 @@
-"""`make demo` on a saturated machine: it comes up, and a run on the Ray backend then succeeds.
+"""`make demo` end to end, on a saturated machine: it comes up, serves its pages as in production, a run
+on the Ray backend then succeeds, and Ctrl-C leaves no process of the stack behind.
 
 The demo used to start a Ray head first, and under load Ray's raylet gave up waiting for its agents
 ("The current node timed out during startup"). Now the demo starts no Ray; a Ray-backend run starts a
@@ -12,11 +13,13 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ import pytest
 
 from dapo.client import Client
 from scripts import stack
+from tests.test_foundation import alive
 
 ROOT = Path(__file__).resolve().parents[1]
 BUSY_PER_CORE = 2
@@ -82,7 +86,11 @@ def test_the_demo_comes_up_under_load_and_a_ray_run_succeeds(redis_url: str) -> 
         )
         assert any("[ray] not started" in line for line in lines), "".join(lines)
         print(f"\ndemo up after {up_s:.0f} s under {len(load)} busy processes", flush=True)
-        url = json.loads((var / "run" / "devstack.json").read_text())["url"]
+        state = json.loads((var / "run" / "devstack.json").read_text())
+        url = state["url"]
+        assert_served_as_in_production(url, var)
+        ours = stack.stack_pids(state["stack_id"])
+        assert len(ours) >= 5  # daphne, two Celery workers (each a main and a pool process); no Ray
         token = subprocess.run(
             [sys.executable, "manage.py", "drf_create_token", "admin"],
             cwd=ROOT,
@@ -116,12 +124,35 @@ def test_the_demo_comes_up_under_load_and_a_ray_run_succeeds(redis_url: str) -> 
         print(
             f"\n{banner}; Ray-backend run succeeded {total_s:.0f} s after start; {len(load)} busy processes"
         )
+        for proc in load:
+            proc.kill()
+        ours += stack.stack_pids(state["stack_id"])  # and what the run started (its local Ray)
+        supervisor.send_signal(signal.SIGINT)
+        assert supervisor.wait(timeout=90) == 0, "".join(lines[-20:])
+        assert alive(sorted(set(ours))) == [] and stack.stack_pids(state["stack_id"]) == []
     finally:
         for proc in load:
             proc.kill()
-        supervisor.send_signal(signal.SIGINT)
-        try:
-            supervisor.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            supervisor.kill()
+        if supervisor.poll() is None:
+            supervisor.send_signal(signal.SIGINT)
+            try:
+                supervisor.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                supervisor.kill()
         subprocess.run(["rm", "-rf", str(var)], check=False)
+
+
+def assert_served_as_in_production(url: str, var_dir: Path) -> None:
+    """The demo's login page: the CSP enforced, cookies usable over its plain HTTP, its static files
+    served (by WhiteNoise: without debug mode Django serves none), the key generated into var/."""
+    with urllib.request.urlopen(url + "/accounts/login/", timeout=10) as response:
+        html = response.read().decode()
+        assert response.headers["Content-Security-Policy"]
+        assert "Content-Security-Policy-Report-Only" not in response.headers
+        assert all("; secure" not in c.lower() for c in response.headers.get_all("Set-Cookie") or [])
+    assets = re.findall(r'(?:href|src)="(/static/[^"]+\.(?:css|js))"', html)
+    assert assets, html[:2000]
+    for asset in assets:
+        with urllib.request.urlopen(url + asset, timeout=10) as response:
+            assert response.status == 200 and response.read(), asset
+    assert (var_dir / "secret_key").stat().st_mode & 0o777 == 0o600

@@ -3,17 +3,14 @@ README commands, and the process supervision they rely on."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
 import tomllib
-import urllib.request
 from importlib import metadata
 from pathlib import Path
 
@@ -451,57 +448,6 @@ def test_redis_is_started_on_a_free_port_when_none_answers(tmp_path: Path, redis
     finally:
         services.stop_all()
     assert not stack.redis_ping(url)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_make_demo_serves_the_login_page_and_ctrl_c_leaves_nothing(tmp_path: Path, redis_url: str) -> None:
-    """The run command end to end (venv already current): up, login page, SIGINT, nothing of ours left.
-    With no DJANGO_* variable set, as on a fresh clone: no debug mode, yet styles and scripts load."""
-    if not (ROOT / "assets" / "demo" / "model").is_dir():
-        pytest.skip("assets/demo/model is not built: the run command would spend minutes building it")
-    dropped = {"DATABASE_URL", "RAY_ADDRESS"}
-    env = {k: v for k, v in os.environ.items() if k not in dropped and not k.startswith("DJANGO_")}
-    env |= {"DAPO_VAR_DIR": str(tmp_path / "var"), "DAPO_PORT": str(stack.free_ports(1)[0])}
-    env["REDIS_URL"] = redis_url
-    argv = [sys.executable, "-m", "scripts.devstack"]
-    output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
-    supervisor = subprocess.Popen(argv, cwd=ROOT, env=env, **output)
-    try:
-        lines = []
-        assert supervisor.stdout is not None
-        for line in supervisor.stdout:
-            lines.append(line)
-            if "Ctrl-C stops them all" in line:
-                break
-        assert any("DAPO platform is up" in line for line in lines), "".join(lines)
-        state = json.loads((tmp_path / "var" / "run" / "devstack.json").read_text())
-        assert stack.http_ok(state["url"] + "/accounts/login/")
-        assert_served_as_in_production(state["url"], tmp_path / "var")
-        ours = stack.stack_pids(state["stack_id"])
-        assert len(ours) >= 5  # daphne, two Celery workers (each a main and a pool process); no Ray
-        supervisor.send_signal(signal.SIGINT)
-        assert supervisor.wait(timeout=90) == 0
-    finally:
-        if supervisor.poll() is None:
-            supervisor.kill()
-    assert alive(ours) == [] and stack.stack_pids(state["stack_id"]) == []
-
-
-def assert_served_as_in_production(url: str, var_dir: Path) -> None:
-    """The demo's login page: the CSP enforced, cookies usable over its plain HTTP, its static files
-    served (by WhiteNoise: without debug mode Django serves none), the key generated into var/."""
-    with urllib.request.urlopen(url + "/accounts/login/", timeout=10) as response:
-        html = response.read().decode()
-        assert response.headers["Content-Security-Policy"]
-        assert "Content-Security-Policy-Report-Only" not in response.headers
-        assert all("; secure" not in c.lower() for c in response.headers.get_all("Set-Cookie") or [])
-    assets = re.findall(r'(?:href|src)="(/static/[^"]+\.(?:css|js))"', html)
-    assert assets, html[:2000]
-    for asset in assets:
-        with urllib.request.urlopen(url + asset, timeout=10) as response:
-            assert response.status == 200 and response.read(), asset
-    assert (var_dir / "secret_key").stat().st_mode & 0o777 == 0o600
 
 
 def test_a_private_redis_is_started_even_when_one_answers(tmp_path: Path, redis_url: str) -> None:

@@ -31,9 +31,9 @@ def assets(ray_session) -> Path:
     return ray_session.assets
 
 
-def fit(config, out_dir: Path, backend, hook=None) -> tuple[RecordingSink, object]:
+def fit(config, out_dir: Path, backend, hook=None, extra=()) -> tuple[RecordingSink, object]:
     sink = RecordingSink(hook)
-    result = Trainer(config, out_dir, [sink], backend=backend).fit()
+    result = Trainer(config, out_dir, [sink, *extra], backend=backend).fit()
     assert sink.finished == ("succeeded", None), sink.finished
     return sink, result
 
@@ -50,27 +50,6 @@ def test_a_local_ray_starts_under_var_on_a_free_port_and_writes_nothing_to_home(
     assert ray_session.temp_dir == root / "var" / "ray" and any((root / "var" / "ray").glob("session_*"))
     assert ray.cluster_resources()["CPU"] == os.cpu_count()
     assert not any((root / "home").iterdir()), "a local Ray wrote into the home directory"
-
-
-def test_one_ray_worker_draws_the_same_samples_and_losses_as_one_process(assets, tmp_path) -> None:
-    config = tiny_config(assets)
-    local = LocalBackend(local_twin(config))
-    on_ray = RayBackend(config)
-    try:
-        placed = ray.util.placement_group_table(on_ray._groups["learner"])["bundles"]
-        assert list(placed.values()) == on_ray.request.ray_bundles("learner")  # resources' bundles, no other
-        local_sink, _ = fit(local_twin(config), tmp_path / "local", local)
-        ray_sink, _ = fit(config, tmp_path / "ray", on_ray)
-        ray_sum = ray.get(on_ray.learners[0].weights_checksum.remote())
-    finally:
-        on_ray.close()
-    assert [r.step for r in ray_sink.reports] == [1, 2]
-    for ours, theirs in zip(local_sink.reports, ray_sink.reports, strict=True):
-        assert [s.response for s in ours.samples] == [s.response for s in theirs.samples]
-        assert [s.reward for s in ours.samples] == [s.reward for s in theirs.samples]
-        for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "actor/ppo_kl"):
-            assert theirs.metrics[key] == pytest.approx(ours.metrics[key], rel=1e-5, abs=1e-7), key
-    assert ray_sum == pytest.approx(checksum(local.actor.model), rel=1e-6)
 
 
 def test_a_run_the_cluster_can_never_hold_fails_at_start_naming_what_is_missing(assets, monkeypatch) -> None:
@@ -115,18 +94,31 @@ def test_two_learners_under_a_token_budget_update_like_one_process(assets, tmp_p
     by the budget, so their plans can differ in count (here, in step 1's first mini-batch, 4 rows of 33
     tokens fit one pass of 136 tokens, 35 + 35 + 35 + 30 need two); they run the largest (DDP all-reduces
     in every backward) and the update equals the one-process update."""
+    from tests.dapo.test_hardware import Samples
+
     base = tiny_config(assets, num_learner_workers=2, num_rollout_workers=1, colocate=False)
-    config = replace(base, optim=replace(base.optim, micro_batch_max_tokens=136))
+    config = replace(
+        base,
+        optim=replace(base.optim, micro_batch_max_tokens=136),
+        logging=replace(base.logging, hardware_interval_s=0.25),
+    )
     local = LocalBackend(local_twin(config))
     on_ray = RayBackend(config)
+    hardware = Samples()
     try:
         placed = ray.util.placement_group_table(on_ray._groups["learner"])["bundles"]
         assert list(placed.values()) == on_ray.request.ray_bundles("learner")  # resources' bundles, no other
         local_sink, _ = fit(local_twin(config), tmp_path / "local", local)
-        ray_sink, _ = fit(config, tmp_path / "ray", on_ray)
+        ray_sink, _ = fit(config, tmp_path / "ray", on_ray, extra=[hardware])
         sums = ray.get([a.weights_checksum.remote() for a in on_ray.learners])
     finally:
         on_ray.close()
+    # every Ray actor samples its hardware for the controller
+    workers = {s.worker for s in hardware.samples}
+    assert workers == {"controller", "learner 0", "learner 1", "rollout 0"}, workers
+    for worker in workers:
+        mine = [s for s in hardware.samples if s.worker == worker]
+        assert all(s.values["rss_gb"] > 0.05 and "cpu_percent" in s.values for s in mine), worker
     for ours, theirs in zip(local_sink.reports, ray_sink.reports, strict=True):
         assert [s.response for s in ours.samples] == [s.response for s in theirs.samples]
         actor_keys = [k for k in ours.metrics if k.startswith("actor/")]
@@ -182,18 +174,27 @@ def test_a_lost_learner_rebuilds_the_group_and_the_run_goes_on(assets, tmp_path)
     assert all(r.metrics["actor/pg_loss"] == r.metrics["actor/pg_loss"] for r in sink.reports)  # not NaN
 
 
-@pytest.mark.slow
-def test_a_new_controller_resumes_a_ray_run_from_its_checkpoint_like_an_uninterrupted_run(assets, tmp_path):
-    """Steps 1-2 on one RayBackend, then a fresh backend (a controller that died and came back) resumes
-    from the step-2 checkpoint: step 3 matches step 3 of an uninterrupted one-process run."""
+def test_a_ray_run_and_its_resume_by_a_new_controller_match_one_process(assets, tmp_path):
+    """Steps 1-2 on one RayBackend (one worker) draw the samples and losses of the one-process backend;
+    then a fresh backend (a controller that died and came back) resumes from the step-2 checkpoint, and
+    step 3 and the weights after it match step 3 of an uninterrupted one-process run (Adam's state too)."""
     config = tiny_config(assets, steps=3)
     local = LocalBackend(local_twin(config))
     local_sink, _ = fit(local_twin(config), tmp_path / "local", local)
-    first = RayBackend(replace(config, optim=replace(config.optim, total_steps=2)))
+    two_steps = replace(config, optim=replace(config.optim, total_steps=2))
+    first = RayBackend(two_steps)
     try:
-        fit(replace(config, optim=replace(config.optim, total_steps=2)), tmp_path / "ray", first)
+        placed = ray.util.placement_group_table(first._groups["learner"])["bundles"]
+        assert list(placed.values()) == first.request.ray_bundles("learner")  # resources' bundles, no other
+        first_sink, _ = fit(two_steps, tmp_path / "ray", first)
     finally:
         first.close()
+    assert [r.step for r in first_sink.reports] == [1, 2]
+    for ours, theirs in zip(local_sink.reports[:2], first_sink.reports, strict=True):
+        assert [s.response for s in ours.samples] == [s.response for s in theirs.samples]
+        assert [s.reward for s in ours.samples] == [s.reward for s in theirs.samples]
+        for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "actor/ppo_kl"):
+            assert theirs.metrics[key] == pytest.approx(ours.metrics[key], rel=1e-5, abs=1e-7), key
     second = RayBackend(config)
     try:
         sink = RecordingSink()
@@ -215,18 +216,3 @@ def test_importing_the_backends_does_not_import_ray() -> None:
         " assert 'ray' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
-
-
-def test_every_ray_actor_samples_its_hardware_for_the_controller(assets, tmp_path) -> None:
-    from tests.dapo.test_hardware import Samples
-
-    config = tiny_config(assets, colocate=False, num_rollout_workers=1)
-    config = replace(config, logging=replace(config.logging, hardware_interval_s=0.25))
-    samples = Samples()
-    result = Trainer(config, tmp_path, [samples]).fit()
-    assert result.status == "succeeded", result.error
-    workers = {s.worker for s in samples.samples}
-    assert workers == {"controller", "learner 0", "rollout 0"}, workers
-    for worker in workers:
-        mine = [s for s in samples.samples if s.worker == worker]
-        assert all(s.values["rss_gb"] > 0.05 and "cpu_percent" in s.values for s in mine), worker
