@@ -19,7 +19,14 @@ import time
 from pathlib import Path
 
 from dapo.cluster.ray_cluster import SESSION_SUFFIX, SOCKET_PATH_LIMIT, free_port
-from tests.dapo.ray_helpers import RAY, alive_nodes, kill_group, leftover_pids, stop_groups
+from tests.dapo.ray_helpers import (
+    RAY,
+    alive_nodes,
+    kill_group,
+    leftover_pids,
+    stop_groups,
+    worker_port_ranges,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 FAST_NODE_DEATH = {
@@ -53,7 +60,7 @@ class FakeGpuCluster:
         """The live nodes by name (the head is "head")."""
         self.started: list[subprocess.Popen] = []
         """Every node started, killed ones too: stop() and leftover_pids() see them all."""
-        self._worker_ports = iter(range(free_port() % 20000 + 30000, 65000, 20))
+        self._worker_ports = worker_port_ranges()
 
     @property
     def address(self) -> str:

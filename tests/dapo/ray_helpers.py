@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,15 @@ class RecordingSink(Sink):
         self.finished = (status, error)
 
 
+def worker_port_ranges() -> Iterator[int]:
+    """The low ends of 20-port ranges for ``ray start --min-worker-port``, below the kernel's ephemeral
+    range (32768-60999) where ``free_port()``'s picks for the other ports lie: a range inside it once held
+    a node's dashboard-agent port, and Ray refused to start ("used by other components")."""
+    from dapo.cluster.ray_cluster import free_port
+
+    return iter(range(20000 + (free_port() % 300) * 20, 32760, 20))
+
+
 class TwoNodeCluster:
     """``ray start --head`` plus a second ``ray start --address`` (custom resource ``node2``), each with
     its own free ports and 2 CPUs, in their own process groups; ``stop()`` kills exactly those groups
@@ -122,7 +132,7 @@ class TwoNodeCluster:
         # cluster of two nodes must not
         self.env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
         self.procs: list[subprocess.Popen] = []
-        self._worker_ports = iter(range(free_port() % 20000 + 30000, 65000, 20))
+        self._worker_ports = worker_port_ranges()
 
     @property
     def address(self) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from config.celery import app
 from django.urls import reverse
+from django.utils import timezone
 from runs.models import Run, Status
 
 from tests.reliability import support
@@ -103,7 +104,14 @@ def test_an_unreachable_ray_cluster_fails_the_run_with_the_reason_on_its_page(
     env = support.worker_env(
         short_var, DAPO_QUEUE=queue, RAY_ADDRESS=f"127.0.0.1:{port}", DAPO_RAY_CONNECT_TIMEOUT_S="3"
     )
-    run = Run.objects.create(owner=alice, name="no-ray", config=ray_config(tiny_assets, 3, 0).to_dict())
+    # sent by hand to this worker's queue, so marked dispatched as the scheduler marks what it sends: left
+    # waiting, the module's other worker (its local Ray answers) would dispatch and train it
+    run = Run.objects.create(
+        owner=alice,
+        name="no-ray",
+        config=ray_config(tiny_assets, 3, 0).to_dict(),
+        dispatched_at=timezone.now(),
+    )
     with support.workers(env, logs / "unreachable"):
         app.send_task("worker.tasks.launch_run", args=[run.pk], queue=queue)
         run = final(run.pk, timeout=60)
