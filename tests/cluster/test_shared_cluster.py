@@ -18,6 +18,7 @@ One scenario, in order:
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -150,8 +151,14 @@ def test_three_users_share_two_gpus_by_priority_share_and_limits_through_preempt
     # c1, queued last, goes in the first pass by its priority, beside a1 (queued first); both start at once
     assert set(order[:2]) == {"c1", "a1"} and order[2:] == ["b1", "b2", "a2"], first
     assert first["b2"]["placed_at"] >= first["b1"]["released_at"]  # bob: one run at once
-    for name, attempt in first.items():
-        assert attempt["placed_at"] - attempt["asked_at"] < 5.0, (name, attempt)  # never waited in Ray
+    for name, attempt in first.items():  # never waited in Ray: no GPU came free while it asked for them
+        freed = [
+            other
+            for other, o in first.items()
+            if attempt["asked_at"] < o.get("released_at", math.inf) <= attempt["placed_at"]
+        ]
+        assert not freed, (name, attempt, freed)
+        assert attempt["placed_at"] - attempt["asked_at"] < 30.0, (name, attempt)  # seconds on a busy machine
 
     # 2. pre-emption: back to the queue, resumed from its checkpoint
     stack.wait_for(lambda: (Run.objects.get(pk=a2.pk).last_checkpoint_step or 0) >= 4, 60, "a2's checkpoint")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 from dapo.loop.hardware import Gpus, HardwareMonitor, ProcessSampler
@@ -46,15 +47,28 @@ def test_an_interval_of_zero_starts_no_thread():
 
 
 class Samples(Sink):
+    """Records the samples; each step waits (at most 30 s) for one more sample than the step before saw, so
+    that a run of N steps yields at least N samples however fast its steps are on a quiet machine or how
+    late the sampling thread gets the CPU on a busy one."""
+
     def __init__(self):
-        self.samples = []
+        self.samples, self.arrived, self.seen = [], threading.Condition(), 0
 
     def on_hardware(self, samples):
-        self.samples.extend(samples)
+        with self.arrived:
+            self.samples.extend(samples)
+            self.arrived.notify_all()
+
+    def on_step(self, report):
+        with self.arrived:
+            assert self.arrived.wait_for(lambda: len(self.samples) > self.seen, timeout=30)
+            self.seen = len(self.samples)
 
 
 def test_a_tiny_run_hands_its_sinks_the_controllers_samples(tiny_config, tmp_path):
-    config = tiny_config.with_overrides({"logging.hardware_interval_s": 0.05, "checkpoint.every_n_steps": 0})
+    config = tiny_config.with_overrides(
+        {"logging.hardware_interval_s": 0.05, "checkpoint.every_n_steps": 0, "optim.total_steps": 3}
+    )
     rec = Samples()
     started = time.time()
     result = run(config, out_dir=tmp_path, sinks=[rec, JsonlSink(tmp_path)])
