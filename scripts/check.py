@@ -8,7 +8,7 @@
    machine never share queues; where no redis-server exists, the one answering on REDIS_URL;
 4. ruff (lint and `ruff format --check`), mypy, the import-layering contracts (lint-imports), the GPU
    lock's resolve (scripts/gpu_lock.py: skipped when the package index does not answer, or when no
-   requirements file changed since the last successful resolve), then pytest on two workers
+   requirements file changed since the last successful resolve), then pytest on three workers
    (``pytest_defaults``);
 5. stop what step 3 started.
 Exit status: pytest's when it failed, else the first failed check's, else 0.
@@ -84,11 +84,11 @@ def checks(pytest_args: list[str], lint_only: bool, fast: bool = False) -> list[
 
 
 def pytest_defaults(args: list[str]) -> list[str]:
-    """What `make test` adds unless ARGS says otherwise: two pytest-xdist workers (DAPO_TEST_WORKERS; 0 for
+    """What `make test` adds unless ARGS says otherwise: three pytest-xdist workers (DAPO_TEST_WORKERS; 0 for
     none) that keep each group of tests on one worker (tests/conftest.py, ``xdist_group``), and the 25
     slowest tests listed at the end."""
     extra = []
-    workers = os.environ.get("DAPO_TEST_WORKERS", "2")
+    workers = os.environ.get("DAPO_TEST_WORKERS", "3")
     chose_workers = any(
         a in ("-n", "--numprocesses") or a.startswith(("--numprocesses=", "-n=")) for a in args
     )

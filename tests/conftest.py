@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path(os.environ.get("DAPO_CHROMIUM") or "/usr/bin/chromium")  # another build: its path
 
 
@@ -100,19 +101,32 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_GroupIds(), "dapo-xdist-group-ids")
 
 
+MODULE_GROUPS = {
+    "tests/dapo/test_ablation_ladder.py": "ladder",  # its module fixture trains six rungs (~27 s)
+    "tests/dapo/test_client.py": "client",  # daphne and a Celery worker (~12 s to start)
+    "tests/worker/test_tasks.py": "tasks",  # a Celery worker (~8-14 s to start)
+    "tests/dapo/integrations/test_trl.py": "trl",  # TRL's import and its tiny assets
+}
+"""Modules whose module-scoped fixture is costly: spread over the workers, each worker would pay it again."""
+
+
 def xdist_group(item: pytest.Item) -> str | None:
-    """Which tests `make test`'s two workers (pytest-xdist, --dist loadgroup) run on one worker, in turn:
+    """Which tests `make test`'s workers (pytest-xdist, --dist loadgroup) run on one worker, in turn:
     the browser tests share one live server and browser (tests/e2e/conftest.py); the tests on the session's
-    local Ray (``ray_session``) share that Ray; the other Ray and fault tests start clusters, workers and
-    databases of their own, and run one at a time so that two never starve each other. The three groups are
-    the longest units of work; xdist hands them out first (largest first), so they end up on both workers."""
+    local Ray (``ray_session``) share that Ray; the fault tests (tests/reliability: workers killed, Ray
+    killed, the database or the disk failing) run one at a time, and so do the other tests that start Ray
+    clusters of their own, so that no two of a kind starve each other; a module of MODULE_GROUPS pays its
+    module fixture once. The groups are the longest units of work; xdist hands them out first."""
     if item.get_closest_marker("browser"):
         return "browser"
     if "ray_session" in getattr(item, "fixturenames", ()):
         return "ray"
-    if item.get_closest_marker("ray") or item.get_closest_marker("faults"):
+    if item.get_closest_marker("faults"):
+        return "faults"
+    if item.get_closest_marker("ray"):
         return "clusters"
-    return None
+    path = Path(str(item.fspath))
+    return MODULE_GROUPS.get(path.relative_to(ROOT).as_posix()) if path.is_relative_to(ROOT) else None
 
 
 @pytest.fixture(scope="session")
