@@ -733,6 +733,35 @@ def tails(runs: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def table(root: Path) -> str:
+    """One table of every side-by-side run kept under ``root`` (``*/result-load*.json``: the last run of
+    each task at each ``--load``): the update's batch per second of wall time for both and their ratio,
+    held-out accuracy at T=1 and greedy, step p50 and the load average at the start and the end."""
+    lines = [
+        "| task | busy | load avg | steps TRL / ours | trained/s TRL | ours | ratio "
+        "| T=1 base / TRL / ours | greedy base / TRL / ours | step p50 TRL / ours (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in sorted(root.glob("*/result-load*.json")):
+        r = json.loads(path.read_text())
+        runs, acc, base = r["runs"], r["acc"], r["base"]
+        rate = {w: runs[w]["trained"] / runs[w]["wall"] for w in runs}
+        p50 = {
+            w: quantiles([b - a for a, b in zip(runs[w]["ends"], runs[w]["ends"][1:], strict=False)])[0]
+            for w in runs
+        }
+        n = r.get("eval_problems", 256)
+        lines.append(
+            f"| {r['task']} | {r['busy']} | {r['load'][0]:.1f} -> {r['load'][1]:.1f} "
+            f"| {runs['trl']['steps']} / {runs['ours']['steps']} | {rate['trl']:.1f} | {rate['ours']:.1f} "
+            f"| {rate['ours'] / rate['trl']:.2f}x "
+            f"| {base['acc_t1']:.3f} / {acc['trl']['acc_t1']:.3f} / {acc['ours']['acc_t1']:.3f} (4 x {n}) "
+            f"| {base['acc_greedy']:.3f} / {acc['trl']['acc_greedy']:.3f} / {acc['ours']['acc_greedy']:.3f} "
+            f"| {p50['trl']:.2f} / {p50['ours']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def busy(count: int) -> list[subprocess.Popen]:
     """``count`` processes that spin on whatever core the OS gives them: a competing load."""
     spin = "while True:\n    pass\n"
@@ -831,7 +860,15 @@ def main() -> int:
         help="judge both on the first N of the 256 held-out problems (default all; the long task's "
         "answers make a full pass take minutes a model)",
     )
+    p.add_argument(
+        "--table",
+        action="store_true",
+        help="print one table of the last run of every task at every --load kept under var/bench, and exit",
+    )
     args = p.parse_args()
+    if args.table:
+        print(table(OUT.parent))
+        return 0
     overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.ours_set)}
     TASK = TASKS[args.task]
     OUT = args.out or (OUT if TASK.name == "digitsum" else OUT.with_name(f"peer-{TASK.name}"))
@@ -896,23 +933,25 @@ def main() -> int:
     print("late at the start (s):", {w: round(r["late"], 1) for w, r in runs.items()})
     print("our mean seconds per step by phase:", json.dumps(runs["ours"]["phases"]))
     print("\n" + tails(runs))
-    (OUT / "result.json").write_text(
-        json.dumps(
-            {
-                "runs": runs,
-                "acc": acc,
-                "base": base,
-                "info": info,
-                "ours_set": overrides,
-                "cores": args.cores,
-                "load": [load[0], end_load],
-                "busy": args.load,
-                "task": TASK.name,
-                "eval_problems": args.eval_problems,
-            },
-            indent=1,
+    kept = [] if overrides else [f"result-load{args.load}.json"]  # --table: the shipped settings' runs
+    for name in ["result.json", *kept]:
+        (OUT / name).write_text(
+            json.dumps(
+                {
+                    "runs": runs,
+                    "acc": acc,
+                    "base": base,
+                    "info": info,
+                    "ours_set": overrides,
+                    "cores": args.cores,
+                    "load": [load[0], end_load],
+                    "busy": args.load,
+                    "task": TASK.name,
+                    "eval_problems": args.eval_problems,
+                },
+                indent=1,
+            )
         )
-    )
     return 0
 
 

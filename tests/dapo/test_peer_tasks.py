@@ -9,6 +9,7 @@ overlap. The tokenizer of the BPE task is trained from text here (about a second
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,3 +72,31 @@ def test_the_long_task_is_long(peer: ModuleType) -> None:
     solutions = [length(task.worked(i)) for i in items]
     assert 190 <= min(prompts) and max(prompts) <= 256
     assert 150 <= min(solutions) and max(solutions) < 256
+
+
+def test_the_table_gives_each_kept_run_its_rates_ratio_and_accuracy(peer: ModuleType, tmp_path: Path) -> None:
+    def side(steps: int, trained: float, wall: float, ends: list[float]) -> dict:
+        return {"steps": steps, "trained": trained, "wall": wall, "ends": ends}
+
+    result = {
+        "runs": {
+            "trl": side(3, 192.0, 200.0, [10.0, 80.0, 150.0]),
+            "ours": side(5, 320.0, 160.0, [5, 9, 15, 20, 30]),
+        },
+        "acc": {"trl": {"acc_t1": 0.25, "acc_greedy": 0.5}, "ours": {"acc_t1": 0.3, "acc_greedy": 0.75}},
+        "base": {"acc_t1": 0.125, "acc_greedy": 0.25},
+        "load": [0.5, 5.25],
+        "busy": 4,
+        "task": "long",
+        "eval_problems": 64,
+    }
+    (tmp_path / "peer-long").mkdir()
+    (tmp_path / "peer-long" / "result-load4.json").write_text(json.dumps(result))
+    (tmp_path / "peer-long" / "result.json").write_text(json.dumps(result | {"busy": 0}))  # not a kept run
+    rows = peer.table(tmp_path).splitlines()
+    assert len(rows) == 3
+    # TRL 192 / 200 s = 0.96/s; ours 320 / 160 s = 2.0/s; step p50: 70 s and 5 s (nearest rank)
+    assert rows[2] == (
+        "| long | 4 | 0.5 -> 5.2 | 3 / 5 | 1.0 | 2.0 | 2.08x | 0.125 / 0.250 / 0.300 (4 x 64) "
+        "| 0.250 / 0.500 / 0.750 | 70.00 / 5.00 |"
+    )
