@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from config.queues import queues
 from django.conf import settings
+from django.db import transaction
 from runs.models import Run, Status
 
 from tests.platform.support import redis_test_url
@@ -57,10 +58,14 @@ def test_two_runs_train_at_once_each_in_its_own_process_on_its_own_threads(worke
     assets = build_tiny_assets(worker)
     one_cpu = tiny_config(assets, steps=3, **{"execution.torch_threads": 0})  # the preset's one CPU
     two_threads = tiny_config(assets, steps=3, **{"execution.torch_threads": 2})
-    runs = [
-        Run.create_queued(owner=alice, name=f"at-once-{i}", config=config)
-        for i, config in enumerate((one_cpu, two_threads))
-    ]
+    # One scheduling pass (on commit) admits both by the worker's two slots. Launched one after the other,
+    # the second waited whenever the first had started by then: its start records this machine's 2 CPUs,
+    # and 1 + 2 threads do not fit in them (seen at load 5).
+    with transaction.atomic():
+        runs = [
+            Run.create_queued(owner=alice, name=f"at-once-{i}", config=config)
+            for i, config in enumerate((one_cpu, two_threads))
+        ]
     done = [
         stack.wait_for(lambda r=r: (x := Run.objects.get(pk=r.pk)).is_final and x, 240, f"run {r.pk}")
         for r in runs
