@@ -700,6 +700,12 @@ def quantiles(values: list[float]) -> tuple[float, float, float]:
     return rank(0.5), rank(0.9), ordered[-1]
 
 
+def step_times(run: dict) -> list[float]:
+    """Seconds between one step's end and the next (the first step's own time is ``ends[0]``)."""
+    ends = run.get("ends") or []
+    return [b - a for a, b in zip(ends, ends[1:], strict=False)]
+
+
 def tails(runs: dict[str, dict]) -> str:
     """Where the wall time went: time to the first step, step-time p50/p90/max and the share of the wall
     spent in steps slower than twice the median, for both; then our phases' p50/p90/max and our five
@@ -708,7 +714,7 @@ def tails(runs: dict[str, dict]) -> str:
     stats = {}
     for which, run in runs.items():
         ends = run.get("ends") or []
-        steps = [b - a for a, b in zip(ends, ends[1:], strict=False)]
+        steps = step_times(run)
         p50, p90, top = quantiles(steps)
         slow = sum(t for t in steps if t > 2 * p50)
         stats[which] = (ends[0] if ends else 0.0, p50, p90, top, slow / max(run["wall"], 1e-9))
@@ -746,10 +752,7 @@ def table(root: Path) -> str:
         r = json.loads(path.read_text())
         runs, acc, base = r["runs"], r["acc"], r["base"]
         rate = {w: runs[w]["trained"] / runs[w]["wall"] for w in runs}
-        p50 = {
-            w: quantiles([b - a for a, b in zip(runs[w]["ends"], runs[w]["ends"][1:], strict=False)])[0]
-            for w in runs
-        }
+        p50 = {w: quantiles(step_times(runs[w]))[0] for w in runs}
         n = r.get("eval_problems", 256)
         lines.append(
             f"| {r['task']} | {r['busy']} | {r['load'][0]:.1f} -> {r['load'][1]:.1f} "
@@ -902,10 +905,9 @@ def main() -> int:
         for proc in competing:
             proc.kill()
     acc = {w: evaluate(OUT / w / "final", assets, args.eval_problems) for w in runs}
-    # the starting model's scores: the same in every run on as many problems
-    base_file = assets / (
-        "base_eval.json" if args.eval_problems == 256 else f"base_eval_{args.eval_problems}.json"
-    )
+    # the starting model's scores: the same in every run judged on as many problems (named by their count:
+    # a base_eval.json of before is of the evaluator that judged all prompts in one batch, other draws)
+    base_file = assets / f"base_eval_{args.eval_problems}.json"
     if not base_file.is_file():
         base_file.write_text(json.dumps(evaluate(assets / "model", assets, args.eval_problems)))
     base = json.loads(base_file.read_text())
@@ -934,24 +936,21 @@ def main() -> int:
     print("our mean seconds per step by phase:", json.dumps(runs["ours"]["phases"]))
     print("\n" + tails(runs))
     kept = [] if overrides else [f"result-load{args.load}.json"]  # --table: the shipped settings' runs
+    result = {
+        "runs": runs,
+        "acc": acc,
+        "base": base,
+        "info": info,
+        "ours_set": overrides,
+        "cores": args.cores,
+        "load": [load[0], end_load],
+        "busy": args.load,
+        "task": TASK.name,
+        "eval_problems": args.eval_problems,
+    }
+    text = json.dumps(result, indent=1)
     for name in ["result.json", *kept]:
-        (OUT / name).write_text(
-            json.dumps(
-                {
-                    "runs": runs,
-                    "acc": acc,
-                    "base": base,
-                    "info": info,
-                    "ours_set": overrides,
-                    "cores": args.cores,
-                    "load": [load[0], end_load],
-                    "busy": args.load,
-                    "task": TASK.name,
-                    "eval_problems": args.eval_problems,
-                },
-                indent=1,
-            )
-        )
+        (OUT / name).write_text(text)
     return 0
 
 

@@ -116,10 +116,9 @@ def xdist_group(item: pytest.Item) -> str | None:
     local Ray (``ray_session``) share that Ray; the other Ray tests, those of tests/reliability among them,
     start Ray clusters of their own and run one at a time, so that no two Ray starts starve each other
     (with the dead-local-Ray test in a group beside them, three groups started Ray at once and the FSDP
-    Ray test took 172 s instead of 45-75 s); the
-    fault tests without Ray (Celery workers killed, the database or the disk failing) run one at a time
-    beside them; a module of MODULE_GROUPS pays its module fixture once. The groups are the longest units
-    of work; xdist hands them out first."""
+    Ray test took 172 s instead of 45-75 s); the fault tests without Ray (Celery workers killed, the
+    database or the disk failing) run one at a time beside them; a module of MODULE_GROUPS pays its module
+    fixture once. The groups are the longest units of work; xdist hands them out first."""
     if item.get_closest_marker("browser"):
         return "browser"
     if "ray_session" in getattr(item, "fixturenames", ()):
