@@ -113,20 +113,18 @@ MODULE_GROUPS = {
 def xdist_group(item: pytest.Item) -> str | None:
     """Which tests `make test`'s workers (pytest-xdist, --dist loadgroup) run on one worker, in turn:
     the browser tests share one live server and browser (tests/e2e/conftest.py); the tests on the session's
-    local Ray (``ray_session``) share that Ray; the other Ray tests, those of tests/reliability among them,
-    start Ray clusters of their own and run one at a time, so that no two Ray starts starve each other
-    (with the dead-local-Ray test in a group beside them, three groups started Ray at once and the FSDP
-    Ray test took 172 s instead of 45-75 s); the fault tests without Ray (Celery workers killed, the
-    database or the disk failing) run one at a time beside them; a module of MODULE_GROUPS pays its module
-    fixture once. The groups are the longest units of work; xdist hands them out first."""
+    local Ray (``ray_session``) share that Ray; the other Ray tests and the fault tests (tests/reliability)
+    start clusters, workers and databases of their own, and run one at a time so that two never starve each
+    other (in two groups side by side, three groups started Ray at once and the FSDP Ray test took 172 s
+    instead of 45-75 s, and a worker-kill test beside the Ray tests missed its reaper's log line); a module of
+    MODULE_GROUPS pays its module fixture once. The groups are the longest units of work; xdist hands them
+    out first."""
     if item.get_closest_marker("browser"):
         return "browser"
     if "ray_session" in getattr(item, "fixturenames", ()):
         return "ray"
-    if item.get_closest_marker("ray"):
+    if item.get_closest_marker("ray") or item.get_closest_marker("faults"):
         return "clusters"
-    if item.get_closest_marker("faults"):
-        return "faults"
     path = Path(str(item.fspath))
     return MODULE_GROUPS.get(path.relative_to(ROOT).as_posix()) if path.is_relative_to(ROOT) else None
 
