@@ -8,8 +8,9 @@
    machine never share queues; where no redis-server exists, the one answering on REDIS_URL;
 4. ruff (lint and `ruff format --check`), mypy, the import-layering contracts (lint-imports), the GPU
    lock's resolve (scripts/gpu_lock.py: skipped when the package index does not answer, or when no
-   requirements file changed since the last successful resolve), then pytest on three workers
-   (``pytest_defaults``);
+   requirements file changed since the last successful resolve), and pytest on three workers
+   (``pytest_defaults``). The static checks run one after the other at low priority beside pytest, their
+   output held back and printed after pytest's (``run_checks``); with --lint-only they run alone;
 5. stop what step 3 started.
 Exit status: pytest's when it failed, else the first failed check's, else 0.
 Tests use SQLite unless DATABASE_URL is set (.ci/run sets it to the local PostgreSQL).
@@ -22,8 +23,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
@@ -99,17 +102,64 @@ def pytest_defaults(args: list[str]) -> list[str]:
     return extra
 
 
-def run_checks(steps: list[tuple[str, list[str]]], env: dict[str, str]) -> int:
-    results = []
-    for name, argv in steps:
+STATIC_NICE = 10
+"""The static checks' niceness beside pytest: they take the CPU that pytest's workers leave idle."""
+
+
+@dataclass
+class Result:
+    name: str
+    code: int
+    seconds: float
+    output: str | None = None  # held back while pytest ran beside it; None: already printed
+
+
+def run_step(name: str, argv: list[str], env: dict[str, str], hold: bool) -> Result:
+    """One check; with ``hold`` at low priority and its output kept for later, else streamed."""
+    started = time.monotonic()
+    if not hold:
         print(f"\n[check] ==== {name}: {' '.join(argv)}", flush=True)
-        started = time.monotonic()
         code = subprocess.run(argv, env=env, cwd=ROOT).returncode
-        results.append((name, code, time.monotonic() - started))
+        return Result(name, code, time.monotonic() - started)
+    done = subprocess.run(
+        argv,
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        preexec_fn=lambda: os.nice(STATIC_NICE),
+    )
+    return Result(name, done.returncode, time.monotonic() - started, done.stdout)
+
+
+def run_checks(steps: list[tuple[str, list[str]]], env: dict[str, str]) -> int:
+    """Every step; when pytest is among them, the others run in turn on a thread beside it (a fresh clone's
+    mypy alone is ~40 s of one core), their output printed after pytest's, in their order."""
+    static = [(name, argv) for name, argv in steps if name != "pytest"]
+    tests = [(name, argv) for name, argv in steps if name == "pytest"]
+    static_results: list[Result] = []
+    if tests:
+        print(f"\n[check] static checks beside pytest, output after it: {', '.join(n for n, _ in static)}")
+        beside = threading.Thread(
+            target=lambda: static_results.extend(run_step(n, a, env, hold=True) for n, a in static),
+            daemon=True,
+        )
+        beside.start()
+        pytest_result = run_step(*tests[0], env, hold=False)
+        beside.join()
+        for result in static_results:
+            print(
+                f"\n[check] ==== {result.name} (ran beside pytest)\n{result.output or ''}", end="", flush=True
+            )
+        results = [*static_results, pytest_result]
+    else:
+        results = [run_step(name, argv, env, hold=False) for name, argv in static]
     print("\n[check] summary")
-    for name, code, seconds in results:
-        print(f"  {'ok  ' if code == 0 else 'FAIL'}  {name:<17} {seconds:6.1f} s   exit {code}")
-    codes = {name: code for name, code, _ in results}
+    for r in results:
+        print(f"  {'ok  ' if r.code == 0 else 'FAIL'}  {r.name:<17} {r.seconds:6.1f} s   exit {r.code}")
+    codes = {r.name: r.code for r in results}
     if codes.get("pytest"):
         return codes["pytest"]
     return next((code for code in codes.values() if code), 0)

@@ -4,6 +4,7 @@ and pytest-xdist 3.8 need a hook of ours for it: tests/conftest.py)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -20,3 +21,32 @@ def test_a_worker_reports_grouped_tests_under_their_group_id() -> None:
     ran = re.findall(r"\[(gw\d)\] .*PASSED (\S+)", out)
     assert len(ran) >= 5, out[-3000:]
     assert all(nodeid.endswith("@clusters") for _, nodeid in ran), ran
+
+
+LEAD_PLUGIN = """
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session):
+    import tests.conftest
+
+    tests.conftest.LEADING.clear()
+    tests.conftest.LEADING.add("tests/test_public_modules.py")
+"""
+
+
+def test_a_leading_module_is_handed_out_first_after_the_groups(tmp_path: Path) -> None:
+    """tests/conftest.py's LEADING, through a real worker: the group (7 tests) first, xdist's largest unit;
+    then the leading module's test before a test that comes earlier in the collection."""
+    (tmp_path / "lead_plugin.py").write_text(LEAD_PLUGIN)
+    first = "tests/test_docs.py::test_every_cited_docs_page_exists"
+    lead = "tests/test_public_modules.py::test_dapo_config_still_answers_the_field_documentation"
+    argv = [sys.executable, "-m", "pytest", "tests/dapo/test_ray_shards.py", first, lead, "-n", "1"]
+    argv += ["--dist", "loadgroup", "-v", "-p", "no:cacheprovider", "-p", "lead_plugin"]
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}"}
+    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env).stdout
+    ran = [nodeid for _, nodeid in re.findall(r"\[(gw\d)\] .*PASSED (\S+)", out)]
+    assert len(ran) == 9, out[-3000:]
+    assert all(nodeid.endswith("@clusters") for nodeid in ran[:7]), ran
+    assert ran[7:] == [lead, first], ran
