@@ -202,6 +202,25 @@ def test_the_image_build_bakes_no_secret_key_into_the_image() -> None:
 # ---- envsetup: install once per lock change ----------------------------------------------------------
 
 
+def test_the_project_env_keeps_bytecode_under_var_even_where_writing_it_is_switched_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("DAPO_VAR_DIR", str(tmp_path / "var"))
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    env = envsetup.project_env()
+    assert "PYTHONDONTWRITEBYTECODE" not in env
+    assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "var" / "pycache")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "compiled_once.py").write_text("X = 1\n")
+    child = {**env, "PYTHONPATH": str(tmp_path / "src")}
+    subprocess.run([sys.executable, "-c", "import compiled_once"], cwd=tmp_path, env=child, check=True)
+    assert [p.name for p in (tmp_path / "var" / "pycache").rglob("compiled_once*.pyc")]
+    assert not (tmp_path / "src" / "__pycache__").exists()  # the source tree stays clean
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "mine"))
+    assert envsetup.project_env()["PYTHONPYCACHEPREFIX"] == str(tmp_path / "mine")  # a prefix of one's own
+
+
 @pytest.fixture
 def fake_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """envsetup pointed at a temporary venv and locks, with pip replaced by a recorder."""
