@@ -148,9 +148,10 @@ def project_env() -> dict[str, str]:
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     env["PYTHONUNBUFFERED"] = "1"
     # Compiled bytecode kept under var/pycache, even where PYTHONDONTWRITEBYTECODE is set (as in our
-    # Dockerfile and on the machines this project is tested on): the suite and the stack start hundreds of Python processes (test workers,
-    # Celery workers, Ray actors, CLIs), and without a cache each one compiles every module it imports again:
-    # importing torch, transformers, ray and Django took 8.4 s of CPU, 3.8 s from the cache.
+    # Dockerfile and on the machines this project is tested on): the suite and the stack start hundreds of
+    # Python processes (test workers, Celery workers, Ray actors, CLIs), and without a cache each one
+    # compiles every module it imports again: importing torch, transformers, ray and Django took 8.4 s of
+    # CPU, 3.8 s from the cache.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.setdefault("PYTHONPYCACHEPREFIX", str(Path(env["DAPO_VAR_DIR"]) / "pycache"))
     return env
