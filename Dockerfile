@@ -28,6 +28,9 @@ RUN set -eux; \
     fi
 
 COPY . .
+# PYTHONDONTWRITEBYTECODE: nothing compiles at run time, so the sources are compiled once here (pip did the
+# dependencies); else every process, each Celery worker and Ray actor, would compile them again at start.
+RUN python -m compileall -q /app
 # Static files are part of the image (whitenoise serves them). Collecting needs a secret key: a throwaway
 # one, else the settings would generate one into /var/lib/dapo and bake it into the image.
 RUN DJANGO_SECRET_KEY=collectstatic-at-build-time-only-never-a-site-key \

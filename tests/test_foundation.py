@@ -191,6 +191,15 @@ def test_the_dockerfile_gpu_build_installs_the_gpu_lock_and_the_cpu_build_the_cp
     assert re.search(r"^COPY requirements\.lock requirements-gpu\.lock \./$", dockerfile, re.M)
 
 
+def test_the_image_compiles_its_sources_where_processes_may_not_write_bytecode() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "PYTHONDONTWRITEBYTECODE=1" in dockerfile  # its processes never write a .pyc...
+    assert dockerfile.index("RUN python -m compileall -q /app") > dockerfile.index(
+        "COPY . ."
+    )  # ...so ship them
+    assert not re.search(r"pip install[^\n]*--no-compile", dockerfile)  # and the dependencies' own
+
+
 def test_the_image_build_bakes_no_secret_key_into_the_image() -> None:
     """Settings generate a key into DAPO_VAR_DIR when none is given: a build step that loads them (the
     collectstatic) must pass a throwaway one, or every container of the image would share a known key."""
