@@ -121,15 +121,16 @@ def run_step(name: str, argv: list[str], env: dict[str, str], hold: bool) -> Res
         print(f"\n[check] ==== {name}: {' '.join(argv)}", flush=True)
         code = subprocess.run(argv, env=env, cwd=ROOT).returncode
         return Result(name, code, time.monotonic() - started)
+    # nice(1), not preexec_fn: this runs on a thread while the main thread starts pytest, and preexec_fn is
+    # not safe to use with threads (it runs Python code in the child between fork and exec)
     done = subprocess.run(
-        argv,
+        ["nice", "-n", str(STATIC_NICE), *argv],
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         errors="replace",
-        preexec_fn=lambda: os.nice(STATIC_NICE),
     )
     return Result(name, done.returncode, time.monotonic() - started, done.stdout)
 
