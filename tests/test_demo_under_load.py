@@ -6,8 +6,8 @@ The demo used to start a Ray head first, and under load Ray's raylet gave up wai
 local Ray in its worker (dapo.cluster.ray_cluster.start_local: generous timeouts, retries). The load is
 real: 2 busy processes per core (a load of twice the cores on top of the test's own processes) for the
 whole test; beside `make test`'s other workers, whose tests are the load, 1 per core at niceness 19
-(``busy_plan``). It prints how long the demo took to come up and
-the run to succeed, and the load average then.
+(``busy_plan``). It prints how long the demo took to come up and the run to succeed, and the load
+average then.
 """
 
 from __future__ import annotations

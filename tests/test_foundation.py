@@ -192,12 +192,13 @@ def test_the_dockerfile_gpu_build_installs_the_gpu_lock_and_the_cpu_build_the_cp
 
 
 def test_the_image_compiles_its_sources_where_processes_may_not_write_bytecode() -> None:
+    """The image's processes never write a .pyc, so the build ships them: its sources compiled after they
+    are copied in, its dependencies by pip (never told --no-compile)."""
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "PYTHONDONTWRITEBYTECODE=1" in dockerfile  # its processes never write a .pyc...
-    assert dockerfile.index("RUN python -m compileall -q /app") > dockerfile.index(
-        "COPY . ."
-    )  # ...so ship them
-    assert not re.search(r"pip install[^\n]*--no-compile", dockerfile)  # and the dependencies' own
+    assert "PYTHONDONTWRITEBYTECODE=1" in dockerfile
+    compiled, copied = dockerfile.index("RUN python -m compileall -q /app"), dockerfile.index("COPY . .")
+    assert compiled > copied
+    assert not re.search(r"pip install[^\n]*--no-compile", dockerfile)
 
 
 def test_the_image_build_bakes_no_secret_key_into_the_image() -> None:

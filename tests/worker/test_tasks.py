@@ -79,6 +79,14 @@ def final(run: Run, timeout: float = 60) -> Run:
     )
 
 
+def ended_log(worker: Path, run: Run, end: str) -> str:
+    """The run's log once its end line (``end``, a pattern) is in it: that line follows the status's commit,
+    so on a busy machine a test that saw the final status can read the log in between."""
+    path, ended = worker / "run-logs" / f"{run.pk}.log", re.compile(end)
+    stack.wait_for(lambda: ended.search(path.read_text()), 30, "the log's end line")
+    return path.read_text()
+
+
 def steps_of(run: Run, name: str = "critic/score/mean") -> list[int]:
     return list(
         MetricPoint.objects.filter(run=run, name=name).order_by("step").values_list("step", flat=True)
@@ -122,10 +130,7 @@ def test_cancel_stops_at_a_step_boundary_keeping_everything_then_resume_continue
         {"step": stopped_at, "kind": "resume", "label": f"resumed after step {stopped_at}"}
     ]
     # the run's log tells the story: start, a line per step, checkpoints, the cancel, the resume, the end
-    path, ended = worker / "run-logs" / f"{run.pk}.log", re.compile(r"succeeded at step 40/40 \(running")
-    # the end's line follows the status's commit: on a busy machine the test can read the log in between
-    stack.wait_for(lambda: ended.search(path.read_text()), 30, "the log's end line")
-    log = path.read_text()
+    log = ended_log(worker, run, r"succeeded at step 40/40 \(running")
     assert "start: attempt 1, steps 1-40" in log
     step_lines = [line for line in log.splitlines() if re.search(r"^\[\d\d:\d\d:\d\d\] step \d+/40  ", line)]
     assert [int(re.search(r"step (\d+)/", line)[1]) for line in step_lines] == list(range(1, 41))
@@ -232,12 +237,10 @@ def test_a_failed_runs_log_holds_its_traceback(worker, make_run):
     config = RunConfig.from_dict(parent.config)
     child = final(parent.fork(owner=parent.owner, name="fork", config=config, checkpoint=checkpoint))
     assert child.status == Status.FAILED and "no longer on disk" in child.error
-    path = worker / "run-logs" / f"{child.pk}.log"
-    ended = re.compile(
-        r"failed at step \d+/4 \(running \d+s, wall [^)]+\): FileNotFoundError: .*no longer on disk"
+    log = ended_log(
+        worker,
+        child,
+        r"failed at step \d+/4 \(running \d+s, wall [^)]+\): FileNotFoundError: .*no longer on disk",
     )
-    # the end's line follows the status's commit: on a busy machine the test can read the log in between
-    stack.wait_for(lambda: ended.search(path.read_text()), 30, "the log's end line")
-    log = path.read_text()
     assert f"run {child.pk}, attempt 1" in log.splitlines()[0]
     assert "Traceback (most recent call last)" in log and "checkpoint of step 2" in log
