@@ -63,7 +63,9 @@ def _cpu_gpu(resources: dict[str, Any]) -> dict[str, float]:
 
 def nodes(ray: Any) -> list[dict[str, Any]]:
     """Every node Ray knows, dead ones too (``alive`` False), with its totals and what is free now. What
-    placement groups reserve counts as taken (Ray moves it into the groups' own resources)."""
+    placement groups reserve counts as taken (Ray moves it into the groups' own resources). The free figures
+    are the GCS's view, which each raylet updates a moment after it reserves or frees something: right after
+    a group is ready its bundles can still show as free in one snapshot."""
     from ray._private.state import available_resources_per_node  # only live nodes report
 
     free = available_resources_per_node()
