@@ -20,10 +20,13 @@ from pathlib import Path
 
 from dapo.cluster.ray_cluster import SESSION_SUFFIX, SOCKET_PATH_LIMIT, free_port
 from tests.dapo.ray_helpers import (
+    NODE_PORT_FLAGS,
     RAY,
     alive_nodes,
     kill_group,
     leftover_pids,
+    lost_a_port_race,
+    node_port_args,
     stop_groups,
     worker_port_ranges,
 )
@@ -72,12 +75,25 @@ class FakeGpuCluster:
 
     def start(self, cpus: int = 1) -> None:
         """The head: CPUs for the drivers' helpers, no GPU; runs are placed on the GPU nodes."""
-        self._launch("head", ["--head", "--port", str(self.port), "--include-dashboard", "false"], cpus, 0)
-        self.wait_for_nodes(1)
+        head = ["--head", "--port", str(self.port), "--include-dashboard", "false"]
+        self._start_node("head", head, cpus, 0)
 
     def add_node(self, name: str, gpus: int, cpus: int = 2) -> None:
-        self._launch(name, ["--address", self.address], cpus, gpus)
-        self.wait_for_nodes(len(self.nodes))
+        self._start_node(name, ["--address", self.address], cpus, gpus)
+
+    def _start_node(self, name: str, args: list[str], cpus: int, gpus: int) -> None:
+        """Launch a node and wait until it is up; once more with fresh ports if its start lost a port race
+        (tests.dapo.ray_helpers.lost_a_port_race)."""
+        for attempt in (1, 2):
+            self._launch(name, args, cpus, gpus)
+            try:
+                self.wait_for_nodes(len(self.nodes))
+                return
+            except RuntimeError:
+                log = self.logs / f"{name}.log"
+                if attempt == 2 or self.nodes[name].poll() is None or not lost_a_port_race(log):
+                    raise
+                log.rename(log.with_name(f"{name}-try1.log"))
 
     def kill_node(self, name: str) -> None:
         """SIGKILL the node's whole process group, as a machine that loses power."""
@@ -87,23 +103,12 @@ class FakeGpuCluster:
 
     def _launch(self, name: str, args: list[str], cpus: int, gpus: int) -> None:
         low = next(self._worker_ports)
-        ports = {
-            flag: str(free_port())
-            for flag in (
-                "--node-manager-port",
-                "--object-manager-port",
-                "--dashboard-agent-listen-port",
-                "--dashboard-agent-grpc-port",
-                "--metrics-export-port",
-                "--runtime-env-agent-port",
-            )
-        }
+        flags = (*NODE_PORT_FLAGS, "--dashboard-agent-grpc-port")
+        flags += ("--dashboard-port",) if name == "head" else ()
         cmd = [RAY, "start", "--block", *args, "--node-ip-address", self.ip, "--temp-dir", str(self.temp_dir)]
         cmd += ["--num-cpus", str(cpus), "--num-gpus", str(gpus), "--disable-usage-stats"]
-        cmd += [x for flag, port in ports.items() for x in (flag, port)]
+        cmd += node_port_args(flags, taken=(self.port,))
         cmd += ["--min-worker-port", str(low), "--max-worker-port", str(low + 19)]
-        if name == "head":
-            cmd += ["--dashboard-port", str(free_port())]
         with (self.logs / f"{name}.log").open("wb") as log:
             self.nodes[name] = subprocess.Popen(
                 cmd, env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

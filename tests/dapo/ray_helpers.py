@@ -106,6 +106,40 @@ def worker_port_ranges() -> Iterator[int]:
     return iter(range(20000 + (free_port() % 300) * 20, 32760, 20))
 
 
+NODE_PORT_FLAGS = (
+    "--node-manager-port",
+    "--object-manager-port",
+    "--dashboard-agent-listen-port",
+    "--metrics-export-port",
+    "--runtime-env-agent-port",
+)
+"""The ports of a ``ray start`` node that default to fixed numbers or that two Rays on one machine share."""
+
+
+def node_port_args(flags: tuple[str, ...], taken: tuple[int, ...] = ()) -> list[str]:
+    """``flag port`` pairs for ``ray start``: ports free now, distinct, and none of ``taken`` (a port picked
+    earlier and not bound yet, such as the head's GCS port). Picked together: picked one at a time, two
+    flags once got the same port and Ray refused to start ("Ray component metrics_export is trying to use a
+    port number ... that is used by other components")."""
+    from scripts.stack import free_ports
+
+    ports = [p for p in free_ports(len(flags) + len(taken), host="") if p not in taken]
+    return [x for flag, port in zip(flags, ports, strict=False) for x in (flag, str(port))]
+
+
+PORT_RACE = re.compile(r"is trying to use a port number \d+ that is used|[Aa]ddress already in use")
+
+
+def lost_a_port_race(log: Path) -> bool:
+    """Whether a ``ray start`` that exited did so because one of its ports was taken: by a collision of its
+    own picks, or by another process between our pick and Ray's bind (the suite's other workers connect and
+    listen all the time). Such a start is tried once more with fresh ports."""
+    try:
+        return bool(PORT_RACE.search(log.read_text(errors="replace")))
+    except OSError:
+        return False
+
+
 class TwoNodeCluster:
     """``ray start --head`` plus a second ``ray start --address`` (custom resource ``node2``), each with
     its own free ports and 2 CPUs, in their own process groups; ``stop()`` kills exactly those groups
@@ -139,28 +173,26 @@ class TwoNodeCluster:
         return f"{self.ip}:{self.port}"
 
     def start(self) -> None:
-        from dapo.cluster.ray_cluster import free_port
+        self._start_node("head", ["--head", "--port", str(self.port), "--include-dashboard", "false"], 1)
+        self._start_node("node2", ["--address", self.address, "--resources", '{"node2": 2}'], 2)
 
-        self._launch(
-            "head",
-            [
-                "--head",
-                "--port",
-                str(self.port),
-                "--include-dashboard",
-                "false",
-                "--dashboard-port",
-                str(free_port()),
-            ],
-        )
-        self._wait_for_nodes(1)
-        self._launch("node2", ["--address", self.address, "--resources", '{"node2": 2}'])
-        self._wait_for_nodes(2)
+    def _start_node(self, name: str, args: list[str], count: int) -> None:
+        """Launch a node and wait until ``count`` nodes are up; once more with fresh ports if its start lost
+        a port race (``lost_a_port_race``)."""
+        for attempt in (1, 2):
+            self._launch(name, args)
+            try:
+                self._wait_for_nodes(count)
+                return
+            except RuntimeError:
+                log = self.temp_dir.parent / f"{name}.log"
+                if attempt == 2 or self.procs[-1].poll() is None or not lost_a_port_race(log):
+                    raise
+                log.rename(log.with_name(f"{name}-try1.log"))
 
     def _launch(self, name: str, args: list[str]) -> None:
-        from dapo.cluster.ray_cluster import free_port
-
         low = next(self._worker_ports)
+        flags = NODE_PORT_FLAGS + (("--dashboard-port",) if "--head" in args else ())
         cmd = [
             RAY,
             "start",
@@ -173,16 +205,7 @@ class TwoNodeCluster:
             "--temp-dir",
             str(self.temp_dir),
             "--disable-usage-stats",
-            "--node-manager-port",
-            str(free_port()),
-            "--object-manager-port",
-            str(free_port()),
-            "--dashboard-agent-listen-port",
-            str(free_port()),
-            "--metrics-export-port",
-            str(free_port()),
-            "--runtime-env-agent-port",
-            str(free_port()),
+            *node_port_args(flags, taken=(self.port,)),
             "--min-worker-port",
             str(low),
             "--max-worker-port",
