@@ -444,12 +444,18 @@ def test_stop_all_leaves_no_process_of_the_stack(tmp_path: Path) -> None:
     services.start(
         "daemoniser", [sys.executable, "-c", DAEMONISING_CHILD + "time.sleep(300)"], env, tmp_path, 1
     )
-    time.sleep(1.0)
-    ours = stack.stack_pids(services.stack_id) + stack.marked_pids(services.stack_id)
-    assert len(set(ours)) >= 4
+
+    def ours() -> list[int]:
+        return sorted(set(stack.stack_pids(services.stack_id) + stack.marked_pids(services.stack_id)))
+
+    # the two services, the child that left the group and the daemon (each a Python start: slow under load)
+    stack.wait_until(lambda: len(ours()) >= 4, "the four processes of the stack", 60, services)
+    started = ours()
     services.stop_all()
-    time.sleep(0.3)
-    assert alive(sorted(set(ours))) == []
+    deadline = time.monotonic() + 10  # stop_all has killed them; the kernel may take a moment to reap
+    while alive(started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive(started) == []
 
 
 def test_a_dead_service_is_reported_with_its_log(tmp_path: Path) -> None:
