@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from django.db import connections
 
+from scripts.stack import free_ports
 from tests.platform.support import report
 from tests.worker import stack
 
@@ -78,7 +79,7 @@ def watched_run(alice: Any, settings: Any, tmp_path: Path) -> Iterator[dict[str,
     from dapo.runconfig.presets import get_preset
     from worker.sink import PlatformSink
 
-    redis_port, web_port = stack.free_port(), stack.free_port()
+    redis_port, web_port = free_ports(2)  # picked together: two picks in turn can be the same port
     url = f"redis://127.0.0.1:{redis_port}/0"
     prefix = os.environ["DAPO_CHANNEL_PREFIX"]
     settings.CHANNEL_LAYERS = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
+from scripts.stack import free_ports
 from tests.platform.support import redis_test_url
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,9 +53,8 @@ def environment(var_dir: Path, **extra: str) -> dict[str, str]:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """One port free now. For two or more: ``free_ports(n)`` (picked in turn, two can be the same)."""
+    return free_ports(1)[0]
 
 
 @contextmanager
