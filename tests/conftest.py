@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,3 +210,22 @@ def ray_session() -> Iterator[RaySession]:
     finally:
         connection.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+WORKER_THREADS = {"reaper", "notifier"}
+"""The names of worker/tasks.py's background threads (``Reaper``, ``Notifier``). Started in the test process,
+one outlives its test and keeps querying the database: a notifier left running by a test could mark other
+tests' runs stalled and send their notifications, and at the session's end it logged "relation runs_run
+does not exist" every pass, hundreds of times."""
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_thread_left_behind() -> Iterator[None]:
+    def running() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name in WORKER_THREADS and t.is_alive()}
+
+    before = running()
+    yield
+    left = sorted(t.name for t in running() - before)  # the test that started one fails, not the next ones
+    if left:
+        pytest.fail(f"this test left the worker's {', '.join(left)} thread running in the test process")

@@ -18,9 +18,13 @@ pytestmark = pytest.mark.django_db
 def test_at_start_a_worker_requeues_runs_whose_lease_ran_out_and_starts_its_reaper(
     alice_run, queued, monkeypatch, settings, django_capture_on_commit_callbacks
 ):
-    started: list[float] = []
-    monkeypatch.setattr(tasks, "Reaper", lambda s: SimpleNamespace(start=lambda: started.append(s)))
-    monkeypatch.setattr(tasks, "REAPER", None)
+    started: list[tuple[str, float]] = []
+    # stand-ins: a real thread of either would outlive the test in this process and query the database
+    for name in ("Reaper", "Notifier"):
+        monkeypatch.setattr(
+            tasks, name, lambda s, n=name: SimpleNamespace(start=lambda: started.append((n, s)))
+        )
+        monkeypatch.setattr(tasks, name.upper(), None)
     alice_run.claim("dead")
     live = Run.objects.create(owner=alice_run.owner, name="live", config=alice_run.config)
     live.claim("alive")
@@ -34,7 +38,10 @@ def test_at_start_a_worker_requeues_runs_whose_lease_ran_out_and_starts_its_reap
     assert Run.objects.get(pk=live.pk).lease_owner == "alive"
     with django_capture_on_commit_callbacks(execute=True):
         assert tasks.reap() == [] and len(queued) == 1  # a second pass does not queue it twice
-    assert started == [settings.DAPO_REAPER_INTERVAL_S]
+    assert started == [
+        ("Reaper", settings.DAPO_REAPER_INTERVAL_S),
+        ("Notifier", settings.DAPO_NOTIFY_INTERVAL_S),
+    ]
 
 
 def test_the_reaper_cancels_instead_of_requeueing_a_dead_run_whose_cancel_was_requested(
