@@ -50,3 +50,29 @@ def test_a_leading_module_is_handed_out_first_after_the_groups(tmp_path: Path) -
     assert len(ran) == 9, out[-3000:]
     assert all(nodeid.endswith("@clusters") for nodeid in ran[:7]), ran
     assert ran[7:] == [lead, first], ran
+
+
+TIMEOUT_PLUGIN = """
+def pytest_collection_finish(session):
+    for item in session.items:
+        mark = item.get_closest_marker("timeout")
+        print("TIMEOUT", item.nodeid, mark.args[0] if mark else "default")
+"""
+
+
+def test_the_tests_on_the_sessions_ray_get_the_longer_hang_guard(tmp_path: Path) -> None:
+    """tests/conftest.py's RAY_SESSION_TIMEOUT_S: the tests that use ``ray_session`` get it; the module's
+    other tests (no Ray of the session) keep the default of pyproject.toml."""
+    from tests.conftest import RAY_SESSION_TIMEOUT_S
+
+    (tmp_path / "timeout_plugin.py").write_text(TIMEOUT_PLUGIN)
+    argv = [sys.executable, "-m", "pytest", "tests/dapo/test_ray_state.py", "--collect-only", "-q"]
+    argv += ["-p", "no:cacheprovider", "-p", "timeout_plugin", "-s"]
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}"}
+    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env).stdout
+    timeouts = dict(re.findall(r"^TIMEOUT (\S+) (\S+)$", out, flags=re.M))
+    assert len(timeouts) >= 10, out[-3000:]
+    on_session_ray = {n: t for n, t in timeouts.items() if "snapshot_shows" in n or "names_its_groups" in n}
+    assert len(on_session_ray) == 2 and set(on_session_ray.values()) == {str(RAY_SESSION_TIMEOUT_S)}
+    assert RAY_SESSION_TIMEOUT_S > 300
+    assert {t for n, t in timeouts.items() if n not in on_session_ray} == {"default"}
