@@ -16,6 +16,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from dapo.cluster.ray_cluster import SESSION_SUFFIX, SOCKET_PATH_LIMIT, free_port
@@ -25,8 +26,8 @@ from tests.dapo.ray_helpers import (
     alive_nodes,
     kill_group,
     leftover_pids,
-    lost_a_port_race,
     node_port_args,
+    start_node,
     stop_groups,
     worker_port_ranges,
 )
@@ -82,18 +83,8 @@ class FakeGpuCluster:
         self._start_node(name, ["--address", self.address], cpus, gpus)
 
     def _start_node(self, name: str, args: list[str], cpus: int, gpus: int) -> None:
-        """Launch a node and wait until it is up; once more with fresh ports if its start lost a port race
-        (tests.dapo.ray_helpers.lost_a_port_race)."""
-        for attempt in (1, 2):
-            self._launch(name, args, cpus, gpus)
-            try:
-                self.wait_for_nodes(len(self.nodes))
-                return
-            except RuntimeError:
-                log = self.logs / f"{name}.log"
-                if attempt == 2 or self.nodes[name].poll() is None or not lost_a_port_race(log):
-                    raise
-                log.rename(log.with_name(f"{name}-try1.log"))
+        launch = partial(self._launch, name, args, cpus, gpus)
+        start_node(launch, lambda: self.wait_for_nodes(len(self.nodes)), self.logs / f"{name}.log")
 
     def kill_node(self, name: str) -> None:
         """SIGKILL the node's whole process group, as a machine that loses power."""
@@ -101,7 +92,7 @@ class FakeGpuCluster:
         kill_group(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
 
-    def _launch(self, name: str, args: list[str], cpus: int, gpus: int) -> None:
+    def _launch(self, name: str, args: list[str], cpus: int, gpus: int) -> subprocess.Popen:
         low = next(self._worker_ports)
         flags = (*NODE_PORT_FLAGS, "--dashboard-agent-grpc-port")
         flags += ("--dashboard-port",) if name == "head" else ()
@@ -114,6 +105,7 @@ class FakeGpuCluster:
                 cmd, env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         self.started.append(self.nodes[name])
+        return self.nodes[name]
 
     def wait_for_nodes(self, count: int, timeout_s: float = 90.0) -> None:
         deadline = time.monotonic() + timeout_s

@@ -12,7 +12,12 @@ import pytest
 pytest.importorskip("ray")
 
 from tests.cluster.fake_gpu_cluster import FakeGpuCluster  # noqa: E402
-from tests.dapo.ray_helpers import NODE_PORT_FLAGS, lost_a_port_race, node_port_args  # noqa: E402
+from tests.dapo.ray_helpers import (  # noqa: E402
+    NODE_PORT_FLAGS,
+    TwoNodeCluster,
+    lost_a_port_race,
+    node_port_args,
+)
 
 # What `ray start` printed when two of its flags got the same port (the suite's log of that start, trimmed).
 RAY_REFUSED = (
@@ -56,20 +61,44 @@ class Scripted(FakeGpuCluster):
         self.scripts = scripts
         self.launches = 0
 
-    def _launch(self, name: str, args: list[str], cpus: int, gpus: int) -> None:
-        script = self.scripts[self.launches]
+    def _launch(self, name: str, args: list[str], cpus: int, gpus: int) -> subprocess.Popen:
+        self.nodes[name] = stand_in(self.scripts[self.launches], self.logs / f"{name}.log")
         self.launches += 1
-        with (self.logs / f"{name}.log").open("wb") as log:
-            self.nodes[name] = subprocess.Popen(
-                [sys.executable, "-c", script], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
         self.started.append(self.nodes[name])
+        return self.nodes[name]
 
     def alive_nodes(self) -> int:
-        return sum(
-            p.poll() is None and "node up" in (self.logs / f"{name}.log").read_text()
-            for name, p in self.nodes.items()
+        return up(self.nodes, self.logs)
+
+
+class ScriptedTwoNodes(TwoNodeCluster):
+    """The two-node cluster with stand-in nodes, as ``Scripted``."""
+
+    def __init__(self, root: Path, scripts: list[str]) -> None:
+        super().__init__(root / "ray")
+        self.scripts = scripts
+        self.launches = 0
+
+    def _launch(self, name: str, args: list[str]) -> subprocess.Popen:
+        self.nodes[name] = stand_in(self.scripts[self.launches], self.temp_dir.parent / f"{name}.log")
+        self.launches += 1
+        self.procs.append(self.nodes[name])
+        return self.nodes[name]
+
+    def alive_nodes(self) -> int:
+        return up(self.nodes, self.temp_dir.parent)
+
+
+def stand_in(script: str, log: Path) -> subprocess.Popen:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-c", script], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
+
+
+def up(nodes: dict[str, subprocess.Popen], logs: Path) -> int:
+    """The stand-in nodes that said they are up and still run."""
+    return sum(p.poll() is None and "node up" in (logs / f"{n}.log").read_text() for n, p in nodes.items())
 
 
 REFUSE = f"print({RAY_REFUSED!r}); raise SystemExit(1)"
@@ -97,3 +126,15 @@ def test_a_second_port_race_or_another_failure_is_reported(tmp_path: Path, scrip
     finally:
         cluster.stop()
     assert cluster.launches == (2 if scripts[1] == REFUSE else 1)
+
+
+def test_the_two_node_clusters_head_starts_once_more_after_a_port_race(tmp_path: Path) -> None:
+    """The retry waits on the node started again, not on the one that exited."""
+    cluster = ScriptedTwoNodes(tmp_path, [REFUSE, RUN, RUN])
+    try:
+        cluster.start()
+        assert cluster.launches == 3 and cluster.alive_nodes() == 2
+        assert "metrics_export" in (tmp_path / "head-try1.log").read_text()
+    finally:
+        cluster.stop()
+    assert cluster.leftover_pids() == []

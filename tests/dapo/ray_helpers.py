@@ -17,8 +17,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,21 @@ def lost_a_port_race(log: Path) -> bool:
         return False
 
 
+def start_node(launch: Callable[[], subprocess.Popen], wait: Callable[[], None], log: Path) -> None:
+    """``launch`` a ``ray start`` node (it writes to ``log``) and ``wait`` until it is up; once more with
+    fresh ports if it exited on a port race (``lost_a_port_race``), its first log kept as ``NAME-try1.log``.
+    Any other failure, or a second race, is raised."""
+    for attempt in (1, 2):
+        proc = launch()
+        try:
+            wait()
+            return
+        except RuntimeError:
+            if attempt == 2 or proc.poll() is None or not lost_a_port_race(log):
+                raise
+            log.rename(log.with_name(f"{log.stem}-try1.log"))
+
+
 class TwoNodeCluster:
     """``ray start --head`` plus a second ``ray start --address`` (custom resource ``node2``), each with
     its own free ports and 2 CPUs, in their own process groups; ``stop()`` kills exactly those groups
@@ -165,7 +181,10 @@ class TwoNodeCluster:
         # a local Ray of this process (dapo.cluster.ray_cluster.connect) keeps to loopback with this; a
         # cluster of two nodes must not
         self.env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+        self.nodes: dict[str, subprocess.Popen] = {}
+        """The node of each name (the head is "head"): a start tried again replaces the one that exited."""
         self.procs: list[subprocess.Popen] = []
+        """Every ``ray start``, failed ones too: stop() and leftover_pids() see them all."""
         self._worker_ports = worker_port_ranges()
 
     @property
@@ -173,24 +192,14 @@ class TwoNodeCluster:
         return f"{self.ip}:{self.port}"
 
     def start(self) -> None:
-        self._start_node("head", ["--head", "--port", str(self.port), "--include-dashboard", "false"], 1)
-        self._start_node("node2", ["--address", self.address, "--resources", '{"node2": 2}'], 2)
+        self._start_node("head", ["--head", "--port", str(self.port), "--include-dashboard", "false"])
+        self._start_node("node2", ["--address", self.address, "--resources", '{"node2": 2}'])
 
-    def _start_node(self, name: str, args: list[str], count: int) -> None:
-        """Launch a node and wait until ``count`` nodes are up; once more with fresh ports if its start lost
-        a port race (``lost_a_port_race``)."""
-        for attempt in (1, 2):
-            self._launch(name, args)
-            try:
-                self._wait_for_nodes(count)
-                return
-            except RuntimeError:
-                log = self.temp_dir.parent / f"{name}.log"
-                if attempt == 2 or self.procs[-1].poll() is None or not lost_a_port_race(log):
-                    raise
-                log.rename(log.with_name(f"{name}-try1.log"))
+    def _start_node(self, name: str, args: list[str]) -> None:
+        log = self.temp_dir.parent / f"{name}.log"
+        start_node(partial(self._launch, name, args), lambda: self._wait_for_nodes(len(self.nodes)), log)
 
-    def _launch(self, name: str, args: list[str]) -> None:
+    def _launch(self, name: str, args: list[str]) -> subprocess.Popen:
         low = next(self._worker_ports)
         flags = NODE_PORT_FLAGS + (("--dashboard-port",) if "--head" in args else ())
         cmd = [
@@ -212,16 +221,16 @@ class TwoNodeCluster:
             str(low + 19),
         ]
         log = open(self.temp_dir.parent / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        self.procs.append(
-            subprocess.Popen(
-                cmd, env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
+        self.nodes[name] = subprocess.Popen(
+            cmd, env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
+        self.procs.append(self.nodes[name])
+        return self.nodes[name]
 
     def _wait_for_nodes(self, count: int, timeout_s: float = 60.0) -> None:
         deadline = time.time() + timeout_s
         while time.time() < deadline:
-            if any(p.poll() is not None for p in self.procs):
+            if any(p.poll() is not None for p in self.nodes.values()):
                 raise RuntimeError(f"ray start exited; see the logs in {self.temp_dir.parent}")
             if self.alive_nodes() >= count:
                 return
