@@ -25,14 +25,15 @@ from tests.dapo.ray_helpers import tiny_config  # noqa: E402
 pytestmark = pytest.mark.ray
 
 
-def _snapshot_once_free_cpus_drop_below(limit: float, wait_s: float = 20.0) -> dict:
-    """A snapshot taken once the node reports fewer free CPUs than ``limit``. A group is ready once its
-    raylet reserved the bundle; the free resources come from the GCS's view, which the raylet updates a
-    moment later (Ray's resource syncer), so a snapshot right after ``ready()`` can still show them free."""
+def _snapshot_once_cpus_taken(cpus: float, wait_s: float = 20.0) -> dict:
+    """A snapshot taken once the node shows ``cpus`` of its CPUs taken. A group is ready once its raylet
+    reserved the bundle; the free resources come from the GCS's view, which the raylet updates a moment
+    later (Ray's resource syncer), so a snapshot right after ``ready()`` can still show them free."""
     deadline = time.monotonic() + wait_s
     while True:
         state = snapshot(ray)
-        if state["nodes"][0]["available"]["CPU"] < limit or time.monotonic() >= deadline:
+        node = state["nodes"][0]
+        if node["available"]["CPU"] <= node["total"]["CPU"] - cpus or time.monotonic() >= deadline:
             return state
         time.sleep(0.1)
 
@@ -41,7 +42,7 @@ def test_a_snapshot_shows_the_node_its_free_cpus_and_a_runs_group_with_its_node(
     group = placement_group([{"CPU": 0.5}], name=group_name("42", "learner"))
     try:
         assert ray.get(group.ready(), timeout=60)
-        state = _snapshot_once_free_cpus_drop_below(float(os.cpu_count() or 1) - 0.5 + 1e-9)
+        state = _snapshot_once_cpus_taken(0.5)
     finally:
         remove_placement_group(group)
 
