@@ -294,6 +294,10 @@ def delete_run(run: Run) -> dict[str, Any]:
     if not run.is_final:
         run.request_cancel()
     with transaction.atomic():
+        # The run's row locked first: a controller's step write (fenced by an update of this row) then ends
+        # before the cascade reads the children, or finds the row gone. Without it, points written between
+        # the cascade's delete of them and the run's broke the commit (a foreign key still referenced).
+        list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True))
         deleted, _ = Run.objects.filter(pk=run_id).delete()  # cascades: points, samples, checkpoints...
     if not deleted:  # another request deleted it first: it removes the files
         raise RunGone(run_id)

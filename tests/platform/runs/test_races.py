@@ -139,3 +139,61 @@ def test_concurrent_patch_delete_and_cancel_never_answer_500(alice, paths, queue
         assert statuses.count(204) == 1, statuses  # one DELETE wins, the other finds the run gone
         assert not Run.objects.filter(pk=run.pk).exists()
     assert 404 in seen
+
+
+def test_a_run_deleted_while_its_controller_writes_a_step_is_deleted_whole(alice_run, monkeypatch):
+    """A step write (the lease fence's update of the run, then its points) opens right after the delete's
+    cancel and is still open when the delete comes: the delete waits for it and takes its points too. It
+    used to delete the points it saw, then wait on the run's row, and fail at commit on the points the step
+    had added meanwhile (a foreign key still referenced)."""
+    from django.db import connection
+    from django.db.models import F
+    from runs.manage import delete_run
+    from runs.models import MetricPoint
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks and deferred foreign keys as on PostgreSQL")
+    pk = alice_run.pk
+    MetricPoint.objects.create(run_id=pk, name="critic/score/mean", step=1, value=0.5)
+    written, go, errors = threading.Event(), threading.Event(), []
+
+    def step_write() -> None:
+        from django.db import transaction
+
+        try:
+            with transaction.atomic():
+                Run.objects.filter(pk=pk).update(step=F("step") + 1)  # the fence: locks the run's row
+                MetricPoint.objects.create(run_id=pk, name="critic/score/mean", step=2, value=0.6)
+                written.set()
+                go.wait(30)
+        finally:
+            connections.close_all()
+
+    writer = threading.Thread(target=step_write)
+    cancel = Run.request_cancel
+
+    def cancel_then_a_step_begins(run: Run) -> str:
+        outcome = cancel(run)
+        writer.start()
+        assert written.wait(30)
+        return outcome
+
+    monkeypatch.setattr(Run, "request_cancel", cancel_then_a_step_begins)
+
+    def delete() -> None:
+        try:
+            delete_run(Run.objects.get(pk=pk))
+        except Exception as e:  # noqa: BLE001 - the assertion below shows it
+            errors.append(e)
+        finally:
+            connections.close_all()
+
+    deleter = threading.Thread(target=delete)
+    deleter.start()
+    assert written.wait(30)
+    deleter.join(1.0)  # the delete reaches the run's row, held by the step's transaction
+    go.set()
+    writer.join(30)
+    deleter.join(30)
+    assert errors == []
+    assert not Run.objects.filter(pk=pk).exists() and not MetricPoint.objects.filter(run_id=pk).exists()
